@@ -1,0 +1,1 @@
+"""Real Chromium through Playwright: launch, the offline CDN, one page served from a virtual origin."""

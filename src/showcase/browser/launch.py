@@ -1,0 +1,71 @@
+"""Launch Debian's Chromium through Playwright, with the renderer pinned by name."""
+
+import asyncio
+import os
+import subprocess
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+from playwright.async_api import Browser, async_playwright
+
+from showcase.errors import InfraError
+
+CHROMIUM = os.environ.get("SHOWCASE_CHROMIUM", "/usr/bin/chromium")
+
+# Never let Chromium phone home: on a sealed machine those lookups fail noisily and slowly.
+QUIET_ARGS = [
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+# "swiftshader" is Chromium's default software GL, the published method's "software GL"; the
+# frame-rate item is pinned to it. "llvmpipe" (Mesa through ANGLE/EGL) is 2-4x faster and serves
+# work that does not score frame rate (clip, quick checks).
+RENDERERS: dict[str, list[str]] = {
+    "swiftshader": ["--use-angle=swiftshader"],
+    "llvmpipe": ["--use-angle=gl-egl", "--ignore-gpu-blocklist"],
+}
+
+LAUNCH_TIMEOUT_S = 30.0
+CLOSE_TIMEOUT_S = 15.0
+
+
+def chromium_version() -> str:
+    try:
+        out = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True, timeout=20)
+        return out.stdout.strip() or out.stderr.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InfraError(f"Chromium not usable at {CHROMIUM}: {exc}; install it with `apt-get install chromium`") from exc
+
+
+@asynccontextmanager
+async def launch_browser(renderer: str = "swiftshader", extra_args: list[str] | None = None) -> AsyncIterator[Browser]:
+    if renderer not in RENDERERS:
+        raise InfraError(f"unknown renderer {renderer!r}; known: {', '.join(RENDERERS)}")
+    if not Path(CHROMIUM).exists():
+        raise InfraError(f"Chromium not found at {CHROMIUM}; install it with `apt-get install chromium` (scripts/setup.sh does)")
+    async with async_playwright() as pw:
+        try:
+            browser = await asyncio.wait_for(
+                pw.chromium.launch(
+                    executable_path=CHROMIUM,
+                    args=QUIET_ARGS + RENDERERS[renderer] + list(extra_args or []),
+                    timeout=LAUNCH_TIMEOUT_S * 1000,
+                ),
+                LAUNCH_TIMEOUT_S + 5,
+            )
+        except Exception as exc:  # Playwright raises its own Error types; all mean "no browser".
+            raise InfraError(f"Chromium did not start: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+        try:
+            yield browser
+        finally:
+            try:
+                await asyncio.wait_for(browser.close(), CLOSE_TIMEOUT_S)
+            except Exception:
+                # Closing a browser whose page hangs has always worked, but never wait forever.
+                proc = getattr(getattr(browser, "_impl_obj", None), "_browser_process", None)
+                if proc is not None:
+                    proc.kill()

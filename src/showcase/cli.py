@@ -1,0 +1,76 @@
+"""The one `showcase` command. Each part of the engine registers its own subcommands."""
+
+import importlib
+import json
+import sys
+
+import typer
+from rich.console import Console
+
+from showcase import __version__
+from showcase.errors import ShowcaseError
+
+app = typer.Typer(
+    name="showcase",
+    help="Measure what a language model builds as a coding agent: a sealed run, every version of "
+    "the page kept, a ten-point browser check, a clip and a report anyone can re-check.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+# Modules with a `register(app)` that adds their commands; one line per part of the engine.
+COMMAND_MODULES = [
+    "showcase.doctor",
+]
+
+# `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
+SCHEMAS: dict[str, str] = {}
+
+
+@app.callback(invoke_without_command=True)
+def _main(version: bool = typer.Option(False, "--version", help="Print the version and exit.")) -> None:
+    if version:
+        print(__version__)
+        raise typer.Exit()
+
+
+@app.command()
+def schema(name: str = typer.Argument(..., help="Which file: " + ", ".join(sorted(SCHEMAS)) if SCHEMAS else "")) -> None:
+    """Print the JSON schema of one of the files a run or a check writes."""
+    if name not in SCHEMAS:
+        err.print(f"error: unknown schema {name!r}; known: {', '.join(sorted(SCHEMAS))}")
+        raise typer.Exit(2)
+    module, _, attr = SCHEMAS[name].rpartition(".")
+    model = getattr(importlib.import_module(module), attr)
+    print(json.dumps(model.model_json_schema(), indent=2))
+
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module).register(app)
+
+
+def main() -> None:
+    """Entry point: our own errors become one line and their exit code, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except ShowcaseError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors come through here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""`showcase doctor`: what this machine has for showcase, and the npm cache filled once."""
+
+import shutil
+import subprocess
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from showcase.browser.cdn import default_npm_dir, ensure_npm_cache
+from showcase.browser.launch import chromium_version
+from showcase.errors import ShowcaseError
+from showcase.task import load_task
+
+
+def _tool_version(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        return (out.stdout or out.stderr).strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError) as exc:
+        return f"missing ({exc.__class__.__name__})"
+
+
+def doctor(
+    fill_cache: bool = typer.Option(True, help="Fetch missing npm tarballs of the task's import map (needs npm's registry)."),
+    task: str = typer.Option("voxel", help="Task whose import-map packages to cache."),
+) -> None:
+    """Check Chromium, ffmpeg, Docker and the offline npm cache; fill the cache if asked."""
+    table = Table("part", "state")
+    ok = True
+    try:
+        table.add_row("chromium", chromium_version())
+    except ShowcaseError as exc:
+        table.add_row("chromium", f"[red]{exc}[/red]")
+        ok = False
+    table.add_row("ffmpeg", _tool_version(["ffmpeg", "-version"]) if shutil.which("ffmpeg") else "[red]missing: apt-get install ffmpeg[/red]")
+    table.add_row("docker", _tool_version(["docker", "version", "--format", "engine {{.Server.Version}}"]) if shutil.which("docker") else "missing: apt-get install docker.io")
+    try:
+        path = ensure_npm_cache(load_task(task).npm, fetch=fill_cache)
+        table.add_row("npm cache", f"{path} (integrity checked)")
+    except ShowcaseError as exc:
+        table.add_row("npm cache", f"[red]{exc}[/red] ({default_npm_dir()})")
+        ok = False
+    Console().print(table)
+    if not ok:
+        raise typer.Exit(3)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(doctor)
