@@ -9,9 +9,7 @@ import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import secrets
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Callable
 from pydantic import BaseModel
 
 from showcase import __version__
-from showcase.errors import InfraError, UserError
+from showcase.errors import UserError
 from showcase.run.layout import RunLayout
 from showcase.run.options import RunOptions
 from showcase.run.shot import shot_route, write_tools
