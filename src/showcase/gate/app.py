@@ -1,0 +1,437 @@
+"""The gate: an OpenAI-compatible reverse proxy that enforces one run's settings on the wire.
+
+Every request is answered (by the upstream, or by the gate in the API's own error format) and
+recorded: one gate.log line, its bodies, and gate-stats.json, all written when it finishes.
+"""
+
+import asyncio
+import hmac
+import inspect
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import httpx
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from showcase.gate.config import GateConfig
+from showcase.gate.log import FieldChange, GateLogLine, GateRecorder, GateStats, utc_now
+from showcase.gate.rewrite import ABSENT, GENERATION_APIS, MODELS, Rewrite, classify, rewrite_request
+from showcase.gate.stream import AnswerFacts, StreamTap, error_object, read_answer, stream_error_event
+
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+# Never forwarded upstream: hop-by-hop headers, the client's key, and what httpx recomputes.
+_DROP_UPSTREAM = frozenset(
+    b"host authorization x-api-key content-length connection keep-alive transfer-encoding te trailer "
+    b"upgrade proxy-authorization proxy-connection accept-encoding".split()
+)
+_DROP_DOWNSTREAM = frozenset(
+    "content-length content-encoding transfer-encoding connection keep-alive date server".split()
+)
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class Gate:
+    """One run's gate. Build it with `create_gate`; serve `.app` with any ASGI server."""
+
+    def __init__(
+        self,
+        config: GateConfig,
+        clock: Callable[[], float] = time.monotonic,
+        extra_routes: list[Route] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.recorder = GateRecorder(config.log_dir, keep_bodies=config.keep_bodies)
+        now = utc_now()
+        self.stats = GateStats(started_at=now, updated_at=now)
+        self.last_request_id: str | None = None
+        self._seq = 0
+        self._t0: float | None = None
+        self._stopped = False
+        self._refuse_tools_when_stopped = True
+        self._client: httpx.AsyncClient | None = None
+        routes: list[BaseRoute] = [self._tool_route(route) for route in extra_routes or []]
+        routes.append(Route("/{path:path}", self._proxy, methods=ALL_METHODS))
+        self.app = Starlette(routes=routes)
+        self.recorder.stats(self.stats)
+
+    # ----- the run's clock -------------------------------------------------------------------
+
+    def start_clock(self) -> None:
+        """The run's t=0: finish-now and the hard stop count from here."""
+        self._t0 = self.clock()
+        self.stats.clock_started_at = utc_now()
+        self._write_stats()
+
+    def elapsed(self) -> float | None:
+        """Seconds since start_clock(); None before it."""
+        return None if self._t0 is None else self.clock() - self._t0
+
+    def hard_stop(self, refuse_tools: bool = True) -> None:
+        """Refuse every model request from now on (and the extra routes too, unless told not to)."""
+        self._stopped = True
+        self._refuse_tools_when_stopped = refuse_tools
+        self.stats.hard_stopped = True
+        self._write_stats()
+
+    def _is_stopped(self) -> bool:
+        if not self._stopped and self.config.hard_stop_after_s is not None:
+            elapsed = self.elapsed()
+            if elapsed is not None and elapsed >= self.config.hard_stop_after_s:
+                self._stopped = True
+                self.stats.hard_stopped = True
+        return self._stopped
+
+    def _finish_now_due(self) -> bool:
+        after = self.config.finish_now_after_s
+        elapsed = self.elapsed()
+        return after is not None and elapsed is not None and elapsed >= after
+
+    async def aclose(self) -> None:
+        """Close the upstream connections and the log. Call from the loop that served requests."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        self._write_stats()
+        self.recorder.close()
+
+    # ----- requests --------------------------------------------------------------------------
+
+    def _next_id(self) -> str:
+        self._seq += 1
+        return f"{self._seq:06d}"
+
+    def _new_line(self, request: Request, kind: str) -> GateLogLine:
+        return GateLogLine(
+            time=utc_now(), t_s=self.elapsed(), id=self._next_id(), kind=kind, method=request.method,
+            path=request.url.path, status=0, latency_ms=0.0,
+        )
+
+    def _key_ok(self, request: Request) -> bool:
+        if self.config.key is None:
+            return True
+        auth = request.headers.get("authorization", "")
+        given = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
+        return hmac.compare_digest(given.encode(), self.config.key.encode())
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        # Made on first use so it belongs to the event loop that serves the requests.
+        if self._client is None:
+            t = self.config.upstream_timeout_s
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(connect=t.connect_s, read=max(t.first_byte_s, t.stall_s) + 1,
+                                      write=t.write_s, pool=t.connect_s),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+                trust_env=False,  # a proxy from the environment must never sit between gate and model
+            )
+        return self._client
+
+    def _upstream_url(self, path: str, query: str) -> str:
+        base = self.config.upstream
+        url = base + path[3:] if base.endswith("/v1") else base + path
+        return f"{url}?{query}" if query else url
+
+    async def _proxy(self, request: Request) -> Response:
+        arrived = time.perf_counter()
+        line = self._new_line(request, "api")
+        self.last_request_id = line.id
+        self.stats.last_request_id = line.id
+        body = b""
+        try:
+            body = await request.body()
+            line.bytes_in = len(body)
+            if self._is_stopped():
+                return self._refuse(line, arrived, body, 403, "run_over", "hard stop",
+                                    "the run's hard stop has passed; the gate refuses every request")
+            if not self._key_ok(request):
+                return self._refuse(line, arrived, body, 401, "invalid_api_key", "wrong or missing key",
+                                    "wrong or missing API key (send the run's key as 'Authorization: Bearer KEY')")
+            api = classify(line.path)
+            line.api = api
+            if api is None:
+                return self._refuse(line, arrived, body, 404, "not_found", "path outside the API",
+                                    f"{line.path} is outside the API; the gate serves /v1/ only")
+            rewrite = None
+            send = body
+            if body and api != MODELS and request.method in ("POST", "PUT", "PATCH"):
+                try:
+                    parsed = json.loads(body)
+                except (ValueError, UnicodeDecodeError):
+                    parsed = None
+                if isinstance(parsed, dict):
+                    rewrite = self._rewrite(api, parsed, line)
+                    send = _json_bytes(rewrite.body)
+                elif api in GENERATION_APIS:
+                    return self._refuse(line, arrived, body, 400, "invalid_body", "body not a JSON object",
+                                        "the request body must be one JSON object")
+            elif api in GENERATION_APIS and request.method == "POST":
+                return self._refuse(line, arrived, body, 400, "invalid_body", "empty body",
+                                    "the request body must be one JSON object")
+            return await self._forward(request, line, arrived, api, body, send, rewrite)
+        except Exception as exc:  # a gate bug must cost one answer, never the gate or the record
+            line.error = f"gate fault: {exc.__class__.__name__}: {exc}"
+            return self._answer_error(line, arrived, body, 500, "gate_error", line.error)
+
+    def _rewrite(self, api: str, parsed: dict[str, Any], line: GateLogLine) -> Rewrite:
+        cfg = self.config
+        due = api in GENERATION_APIS and self._finish_now_due()
+        rewrite = rewrite_request(
+            api, parsed, model=cfg.model, sampling=cfg.sampling, answer_limit=cfg.answer_limit,
+            finish_now_text=cfg.finish_now_text if due else None,
+        )
+        line.fields = {
+            path: FieldChange(present=c.requested is not ABSENT,
+                              requested=None if c.requested is ABSENT else c.requested, enforced=c.enforced)
+            for path, c in rewrite.changes.items()
+        }
+        if rewrite.shortened_why:
+            line.shortened = True
+            line.shortened_why = rewrite.shortened_why
+        if rewrite.injected:
+            line.injected = True
+            self.stats.finish_now_count += 1
+            if self.stats.finish_now_first_s is None:
+                self.stats.finish_now_first_s = line.t_s
+                self.stats.finish_now_first_at = line.time
+        return rewrite
+
+    async def _forward(
+        self, request: Request, line: GateLogLine, arrived: float, api: str,
+        body: bytes, send: bytes, rewrite: Rewrite | None,
+    ) -> Response:
+        t = self.config.upstream_timeout_s
+        headers = [(k, v) for k, v in request.headers.raw if k not in _DROP_UPSTREAM]
+        headers.append((b"accept-encoding", b"identity"))
+        if self.config.api_key_upstream:
+            headers.append((b"authorization", f"Bearer {self.config.api_key_upstream}".encode()))
+        upstream_request = self.client.build_request(
+            request.method, self._upstream_url(line.path, request.url.query), content=send or None, headers=headers
+        )
+        bodies = (body, send if rewrite is not None and send != body else None)
+        try:
+            async with asyncio.timeout(t.first_byte_s):
+                upstream = await self.client.send(upstream_request, stream=True)
+        except httpx.ConnectTimeout as exc:
+            return self._upstream_fault(line, arrived, bodies, 504, "upstream_unreachable",
+                                        f"upstream did not accept a connection within {t.connect_s:g} s ({exc})")
+        except httpx.ConnectError as exc:
+            return self._upstream_fault(line, arrived, bodies, 502, "upstream_refused",
+                                        f"upstream refused the connection: {exc or exc.__class__.__name__}")
+        except (TimeoutError, httpx.TimeoutException):
+            return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
+                                        f"upstream sent no answer within {t.first_byte_s:g} s")
+        except httpx.TransportError as exc:
+            return self._upstream_fault(line, arrived, bodies, 502, "upstream_closed",
+                                        f"upstream closed the connection before answering: {exc.__class__.__name__} {exc}")
+        line.first_byte_ms = (time.perf_counter() - arrived) * 1000
+        out_headers = {k: v for k, v in upstream.headers.items() if k not in _DROP_DOWNSTREAM}
+        out_headers["x-showcase-request-id"] = line.id
+        if upstream.status_code < 400 and upstream.headers.get("content-type", "").startswith("text/event-stream"):
+            line.stream = True
+            line.status = upstream.status_code
+            tap = StreamTap(api, hide_usage=rewrite.hide_usage if rewrite else False)
+            return StreamingResponse(
+                self._pipe(upstream, tap, line, arrived, bodies), status_code=upstream.status_code, headers=out_headers
+            )
+        try:
+            async with asyncio.timeout(t.first_byte_s):
+                content = await upstream.aread()
+        except (TimeoutError, httpx.TimeoutException):
+            return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
+                                        f"upstream body did not arrive within {t.first_byte_s:g} s")
+        except httpx.TransportError as exc:
+            return self._upstream_fault(line, arrived, bodies, 502, "upstream_reset",
+                                        f"upstream connection reset while sending the body: {exc.__class__.__name__}")
+        finally:
+            await upstream.aclose()
+        line.status = upstream.status_code
+        if upstream.status_code >= 400:
+            text = content.decode("utf-8", "replace")
+            line.error = f"upstream answered {upstream.status_code}: {text[:300]}"
+            try:
+                parsed = json.loads(content)
+                is_api_error = isinstance(parsed, dict) and "error" in parsed
+            except (ValueError, UnicodeDecodeError):
+                is_api_error = False
+            if not is_api_error:  # e.g. an HTML page from a proxy: the client gets the API's format
+                content = _json_bytes(error_object(line.error, "upstream_error", upstream.status_code))
+                out_headers["content-type"] = "application/json"
+        line.bytes_out = len(content)
+        return Response(
+            content, status_code=upstream.status_code, headers=out_headers,
+            background=BackgroundTask(self._finish, line, arrived, bodies, content, "response.json", api),
+        )
+
+    async def _pipe(self, upstream: httpx.Response, tap: StreamTap, line: GateLogLine, arrived: float,
+                    bodies: tuple[bytes, bytes | None]):
+        """Pass a stream on event by event; a fault mid-stream becomes an error event, then the end."""
+        stall = self.config.upstream_timeout_s.stall_s
+        received: list[bytes] = []
+        chunks = upstream.aiter_raw()
+        ended = False
+        fault: tuple[str, str] | None = None
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(stall):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    fault = ("upstream_stall", f"upstream stalled: no bytes for {stall:g} s mid-stream")
+                    break
+                except httpx.TransportError as exc:
+                    fault = ("upstream_reset", f"upstream connection reset mid-stream: {exc.__class__.__name__} {exc}".strip())
+                    break
+                received.append(chunk)
+                out = tap.feed(chunk)
+                if out:
+                    line.bytes_out += len(out)
+                    yield out
+            tail = tap.flush()
+            if fault is not None:
+                line.error = fault[1]
+                tail += stream_error_event(line.api or "", fault[1], fault[0])
+            if tail:
+                line.bytes_out += len(tail)
+                yield tail
+            ended = True
+        finally:
+            # Record first and without awaiting: when the client went away this task is being
+            # cancelled, and every await below would be cancelled again.
+            line.client_gone = not ended
+            if not line.error and tap.facts.error:
+                line.error = f"upstream error in stream: {tap.facts.error}"
+            self._finish(line, arrived, bodies, received, "response.sse", line.api or "", tap.facts)
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+
+    # ----- answers the gate gives itself -----------------------------------------------------
+
+    def _refuse(self, line: GateLogLine, arrived: float, body: bytes, status: int, code: str, why: str,
+                message: str) -> Response:
+        line.blocked = True
+        line.blocked_why = why
+        return self._answer_error(line, arrived, body, status, code, message)
+
+    def _upstream_fault(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
+                        status: int, code: str, message: str) -> Response:
+        line.error = message
+        return self._answer_error(line, arrived, bodies, status, code, message)
+
+    def _answer_error(self, line: GateLogLine, arrived: float, bodies: bytes | tuple[bytes, bytes | None],
+                      status: int, code: str, message: str) -> Response:
+        kind = "invalid_request_error" if status < 500 else "upstream_error"
+        if status == 500:
+            kind = "server_error"
+        content = _json_bytes(error_object(message, kind, code))
+        line.status = status
+        line.bytes_out = len(content)
+        if isinstance(bodies, bytes):
+            bodies = (bodies, None)
+        return Response(
+            content, status_code=status, media_type="application/json",
+            headers={"x-showcase-request-id": line.id},
+            background=BackgroundTask(self._finish, line, arrived, bodies, content, "response.json", line.api or ""),
+        )
+
+    # ----- records ---------------------------------------------------------------------------
+
+    def _finish(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
+                answer: bytes | list[bytes], answer_suffix: str, api: str, facts: AnswerFacts | None = None) -> None:
+        """Write the request's bodies, its log line and the stats. Synchronous on purpose (see _pipe)."""
+        line.latency_ms = round((time.perf_counter() - arrived) * 1000, 3)
+        if line.first_byte_ms is not None:
+            line.first_byte_ms = round(line.first_byte_ms, 3)
+        if facts is None and not line.blocked and api in GENERATION_APIS and isinstance(answer, bytes):
+            facts = read_answer(api, answer)
+        if facts is not None:
+            line.prompt_tokens = facts.prompt_tokens
+            line.answer_tokens = facts.answer_tokens
+            line.finish_reason = facts.finish_reason
+        try:
+            request_body, upstream_body = bodies
+            kept = [
+                self.recorder.body(line.id, "request.json", request_body) if request_body else None,
+                self.recorder.body(line.id, "upstream.json", upstream_body) if upstream_body else None,
+                self.recorder.body(line.id, answer_suffix, answer) if answer else None,
+            ]
+            line.bodies = [name for name in kept if name]
+        except OSError as exc:  # a full disk costs the bodies, not the line
+            line.error = (line.error + "; " if line.error else "") + f"bodies not kept: {exc}"
+        self._count(line)
+        self.recorder.line(line)
+        self._write_stats()
+
+    def _count(self, line: GateLogLine) -> None:
+        s = self.stats
+        if line.kind == "tool":
+            s.tool_requests += 1
+        else:
+            s.requests += 1
+        if line.blocked:
+            s.blocked += 1
+            s.blocked_why[line.blocked_why or "?"] = s.blocked_why.get(line.blocked_why or "?", 0) + 1
+        elif line.error and line.kind == "api":
+            s.errors += 1
+        if line.shortened:
+            s.shortened += 1
+        s.prompt_tokens += line.prompt_tokens or 0
+        s.answer_tokens += line.answer_tokens or 0
+
+    def _write_stats(self) -> None:
+        self.stats.updated_at = utc_now()
+        try:
+            self.recorder.stats(self.stats)
+        except OSError:
+            pass  # the next request writes it again; the log line is what must not be lost
+
+    # ----- the run's own endpoints -----------------------------------------------------------
+
+    def _tool_route(self, route: Route) -> Route:
+        """The same route, behind the run's key and the hard stop, logged as kind 'tool'."""
+        endpoint = route.endpoint
+
+        async def guarded(request: Request) -> Response:
+            arrived = time.perf_counter()
+            line = self._new_line(request, "tool")
+            if self._is_stopped() and self._refuse_tools_when_stopped:
+                return self._refuse(line, arrived, b"", 403, "run_over", "hard stop",
+                                    "the run's hard stop has passed; the gate refuses every request")
+            if not self._key_ok(request):
+                return self._refuse(line, arrived, b"", 401, "invalid_api_key", "wrong or missing key",
+                                    "wrong or missing API key (send the run's key as 'Authorization: Bearer KEY')")
+            try:
+                if inspect.iscoroutinefunction(endpoint):
+                    response = await endpoint(request)
+                else:
+                    response = await run_in_threadpool(endpoint, request)
+            except Exception as exc:
+                line.error = f"{exc.__class__.__name__}: {exc}"
+                return self._answer_error(line, arrived, b"", 500, "tool_error", line.error)
+            line.status = response.status_code
+            self._finish(line, arrived, (b"", None), b"", "response.json", "")
+            return response
+
+        return Route(route.path, guarded, methods=list(route.methods or ["GET"]), name=route.name)
+
+
+def create_gate(
+    config: GateConfig,
+    clock: Callable[[], float] = time.monotonic,
+    extra_routes: list[Route] | None = None,
+) -> Gate:
+    """A gate for one run; its records go to config.log_dir (which must not hold a gate.log yet)."""
+    return Gate(config, clock=clock, extra_routes=extra_routes)
