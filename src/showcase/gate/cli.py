@@ -59,7 +59,7 @@ def gate(
         )
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise UserError(f"gate settings: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        raise UserError(f"gate settings: {'.'.join(map(str, first['loc']))}: {first['msg'].removeprefix('Value error, ')}") from None
     if probe:
         reason = asyncio.run(probe_upstream(config.upstream, model, upstream_key, timeout_s=10))
         if reason:
