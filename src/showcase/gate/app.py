@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import httpx
+import orjson
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
@@ -30,7 +31,7 @@ ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Never forwarded upstream: hop-by-hop headers, the client's key, and what httpx recomputes.
 _DROP_UPSTREAM = frozenset(
     b"host authorization x-api-key content-length connection keep-alive transfer-encoding te trailer "
-    b"upgrade proxy-authorization proxy-connection accept-encoding".split()
+    b"upgrade proxy-authorization proxy-connection accept-encoding expect".split()
 )
 _DROP_DOWNSTREAM = frozenset(
     "content-length content-encoding transfer-encoding connection keep-alive date server".split()
@@ -38,7 +39,18 @@ _DROP_DOWNSTREAM = frozenset(
 
 
 def _json_bytes(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    try:
+        return orjson.dumps(obj)
+    except TypeError:  # an integer past 64 bits: the stdlib writes it
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _parse_json(body: bytes) -> Any:
+    """orjson for speed (MB bodies), the stdlib for what orjson rejects (NaN, huge integers)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
 
 
 class Gate:
@@ -97,6 +109,10 @@ class Gate:
         after = self.config.finish_now_after_s
         elapsed = self.elapsed()
         return after is not None and elapsed is not None and elapsed >= after
+
+    def flush_records(self, timeout_s: float = 30.0) -> bool:
+        """Block until every record handed over so far is on disk (False if the bound passed)."""
+        return self.recorder.flush(timeout_s)
 
     async def aclose(self) -> None:
         """Close the upstream connections and the log. Call from the loop that served requests."""
@@ -167,7 +183,7 @@ class Gate:
             send = body
             if body and api != MODELS and request.method in ("POST", "PUT", "PATCH"):
                 try:
-                    parsed = json.loads(body)
+                    parsed = _parse_json(body)
                 except (ValueError, UnicodeDecodeError):
                     parsed = None
                 if isinstance(parsed, dict):
@@ -361,16 +377,13 @@ class Gate:
             line.prompt_tokens = facts.prompt_tokens
             line.answer_tokens = facts.answer_tokens
             line.finish_reason = facts.finish_reason
-        try:
-            request_body, upstream_body = bodies
-            kept = [
-                self.recorder.body(line.id, "request.json", request_body) if request_body else None,
-                self.recorder.body(line.id, "upstream.json", upstream_body) if upstream_body else None,
-                self.recorder.body(line.id, answer_suffix, answer) if answer else None,
-            ]
-            line.bodies = [name for name in kept if name]
-        except OSError as exc:  # a full disk costs the bodies, not the line
-            line.error = (line.error + "; " if line.error else "") + f"bodies not kept: {exc}"
+        request_body, upstream_body = bodies
+        kept = [
+            self.recorder.body(line.id, "request.json", request_body) if request_body else None,
+            self.recorder.body(line.id, "upstream.json", upstream_body) if upstream_body else None,
+            self.recorder.body(line.id, answer_suffix, answer) if answer else None,
+        ]
+        line.bodies = [name for name in kept if name]
         self._count(line)
         self.recorder.line(line)
         self._write_stats()
@@ -393,10 +406,7 @@ class Gate:
 
     def _write_stats(self) -> None:
         self.stats.updated_at = utc_now()
-        try:
-            self.recorder.stats(self.stats)
-        except OSError:
-            pass  # the next request writes it again; the log line is what must not be lost
+        self.recorder.stats(self.stats)
 
     # ----- the run's own endpoints -----------------------------------------------------------
 

@@ -1,11 +1,15 @@
 """The gate's records: gate.log (one JSON line per request), bodies/ beside it, gate-stats.json.
 
-gate.log is append-only and each line is written whole in one call, so a crash loses at most
-the line being written; gate-stats.json is replaced atomically (temp file + os.replace).
+gate.log is append-only and each line is written whole in one call; gate-stats.json is replaced
+atomically (temp file + os.replace). The files are written by one writer thread, in the order the
+gate hands them over, so disk time never stalls the event loop that serves requests; close()
+drains it (a hard kill of the process loses at most the few writes not yet done).
 """
 
 import json
 import os
+import queue
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -101,30 +105,65 @@ class GateRecorder:
         self.keep_bodies = keep_bodies
         if keep_bodies:
             self.bodies_dir.mkdir(exist_ok=True)
-        # Line-buffered append: each line is one write() of the whole line.
-        self._log = open(self.log_path, "a", encoding="utf-8", buffering=1)
+        self._log = open(self.log_path, "a", encoding="utf-8")
+        self.write_errors: list[str] = []  # what could not be written (disk full...), for whoever asks
+        self._queue: queue.Queue = queue.Queue()
+        self._writer = threading.Thread(target=self._write_loop, name="showcase-gate-records", daemon=True)
+        self._writer.start()
+
+    def body_name(self, request_id: str, suffix: str) -> str | None:
+        """Where a body will be kept, relative to the log folder (None when bodies are off)."""
+        return f"{BODIES_DIR}/{request_id}.{suffix}" if self.keep_bodies else None
 
     def body(self, request_id: str, suffix: str, data: bytes | list[bytes]) -> str | None:
-        """Keep one body; returns its path relative to the log folder (None when bodies are off)."""
-        if not self.keep_bodies:
-            return None
-        name = f"{request_id}.{suffix}"
-        with open(self.bodies_dir / name, "wb") as out:
-            if isinstance(data, list):
-                out.writelines(data)
-            else:
-                out.write(data)
-        return f"{BODIES_DIR}/{name}"
+        """Keep one body (written in the background); returns its name relative to the log folder."""
+        name = self.body_name(request_id, suffix)
+        if name is not None:
+            self._queue.put(("body", self.dir / name, data))
+        return name
 
     def line(self, line: GateLogLine) -> None:
-        self._log.write(line.model_dump_json() + "\n")
+        self._queue.put(("line", None, line.model_dump_json() + "\n"))
 
     def stats(self, stats: GateStats) -> None:
-        tmp = self.stats_path.with_name(f".{STATS_NAME}.tmp")
-        tmp.write_text(stats.model_dump_json(indent=2) + "\n")
-        os.replace(tmp, self.stats_path)
+        # Serialised now, in the caller's thread: the stats object keeps changing after this call.
+        self._queue.put(("stats", None, stats.model_dump_json(indent=2) + "\n"))
 
-    def close(self) -> None:
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until everything handed over so far is on disk; False if the bound passed."""
+        done = threading.Event()
+        self._queue.put(("mark", None, done))
+        return done.wait(timeout_s)
+
+    def _write_loop(self) -> None:
+        while True:
+            kind, path, data = self._queue.get()
+            if kind == "stop":
+                return
+            try:
+                if kind == "line":
+                    self._log.write(data)
+                    self._log.flush()
+                elif kind == "stats":
+                    tmp = self.stats_path.with_name(f".{STATS_NAME}.tmp")
+                    tmp.write_text(data)
+                    os.replace(tmp, self.stats_path)
+                elif kind == "body":
+                    with open(path, "wb") as out:
+                        if isinstance(data, list):
+                            out.writelines(data)
+                        else:
+                            out.write(data)
+                elif kind == "mark":
+                    data.set()
+            except OSError as exc:  # a full disk costs that file; the writer goes on with the next
+                self.write_errors.append(f"{kind} {path or ''}: {exc}")
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Write everything still queued, then close the log."""
+        if self._writer.is_alive():
+            self._queue.put(("stop", None, None))
+            self._writer.join(timeout_s)
         if not self._log.closed:
             self._log.close()
 

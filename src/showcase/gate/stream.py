@@ -6,6 +6,8 @@ event's tail waits for the next chunk.
 
 import json
 import re
+
+import orjson
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,8 +124,8 @@ class StreamTap:
         if not payload or payload.startswith(b"[DONE]"):
             return True
         try:
-            obj = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
             return True
         read_object(self.api, obj, self.facts)
         if self.hide_usage and isinstance(obj, dict) and obj.get("usage") and obj.get("choices") == []:
