@@ -110,7 +110,7 @@ async def concurrent(url: str, body: bytes, clients: int, per_client: int) -> tu
             latencies.append((time.perf_counter() - start) * 1000)
 
     limits = httpx.Limits(max_connections=clients)
-    async with httpx.AsyncClient(limits=limits, trust_env=False) as client:
+    async with httpx.AsyncClient(limits=limits, trust_env=False, timeout=60) as client:
         await asyncio.gather(*(one(client) for _ in range(2)))  # warm
         latencies.clear()
         start = time.perf_counter()

@@ -381,3 +381,30 @@ def test_cli_bad_input_is_one_line(tmp_path):
                           "--no-probe", "--log-dir", str(tmp_path)], capture_output=True, text=True, timeout=30,
                          env={**os.environ, "COLUMNS": "300"})
     assert out.returncode == 2 and out.stderr.strip().count("\n") == 0 and "http(s) URL" in out.stderr
+
+
+async def test_concurrent_mixed_requests_each_get_one_line(rig):
+    import asyncio
+
+    r = rig()
+    client = openai.AsyncOpenAI(base_url=r.base, api_key=KEY, max_retries=0, timeout=10)
+
+    async def one(n: int):
+        script = ("ok", "tool", "error500", "reset")[n % 4]
+        try:
+            stream = await client.chat.completions.create(model="x", messages=MSG, stream=True,
+                                                          extra_headers={"x-script": script})
+            async for _ in stream:
+                pass
+            return "ok"
+        except openai.APIError:
+            return "error"
+
+    results = await asyncio.gather(*(one(n) for n in range(24)))
+    await client.close()
+    assert results.count("error") == 12  # error500 and reset, six of each
+    assert await asyncio.to_thread(r.gate.flush_records)
+    lines = read_log(r.log_dir / "gate.log")
+    assert len(lines) == 24 and len({l.id for l in lines}) == 24
+    stats = r.stats(24)
+    assert (stats.requests, stats.errors) == (24, 12) and stats.answer_tokens == 12 * 7

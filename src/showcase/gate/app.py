@@ -287,7 +287,7 @@ class Gate:
         line.bytes_out = len(content)
         return Response(
             content, status_code=upstream.status_code, headers=out_headers,
-            background=BackgroundTask(self._finish, line, arrived, bodies, content, "response.json", api),
+            background=BackgroundTask(self._finish_after, line, arrived, bodies, content, "response.json", api),
         )
 
     async def _pipe(self, upstream: httpx.Response, tap: StreamTap, line: GateLogLine, arrived: float,
@@ -360,10 +360,15 @@ class Gate:
         return Response(
             content, status_code=status, media_type="application/json",
             headers={"x-showcase-request-id": line.id},
-            background=BackgroundTask(self._finish, line, arrived, bodies, content, "response.json", line.api or ""),
+            background=BackgroundTask(self._finish_after, line, arrived, bodies, content, "response.json", line.api or ""),
         )
 
     # ----- records ---------------------------------------------------------------------------
+
+    async def _finish_after(self, *args: Any) -> None:
+        # Async on purpose: Starlette runs a sync background function in a worker thread, and the
+        # records and counters belong to the event loop's thread.
+        self._finish(*args)
 
     def _finish(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
                 answer: bytes | list[bytes], answer_suffix: str, api: str, facts: AnswerFacts | None = None) -> None:
