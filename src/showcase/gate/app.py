@@ -11,16 +11,18 @@ import json
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
-import httpx
+import httpcore
 import orjson
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import BaseRoute, Route
+from starlette.routing import Match, Route
+from starlette.types import Receive, Scope, Send
 
 from showcase.gate.config import GateConfig
 from showcase.gate.log import FieldChange, GateLogLine, GateRecorder, GateStats, utc_now
@@ -28,14 +30,16 @@ from showcase.gate.rewrite import ABSENT, GENERATION_APIS, MODELS, Rewrite, clas
 from showcase.gate.stream import AnswerFacts, StreamTap, error_object, read_answer, stream_error_event
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-# Never forwarded upstream: hop-by-hop headers, the client's key, and what httpx recomputes.
+# Never forwarded upstream: hop-by-hop headers, the client's key, and what we set ourselves.
 _DROP_UPSTREAM = frozenset(
     b"host authorization x-api-key content-length connection keep-alive transfer-encoding te trailer "
     b"upgrade proxy-authorization proxy-connection accept-encoding expect".split()
 )
 _DROP_DOWNSTREAM = frozenset(
-    "content-length content-encoding transfer-encoding connection keep-alive date server".split()
+    b"content-length content-encoding transfer-encoding connection keep-alive date server".split()
 )
+# What can go wrong on the way to the upstream and back (httpcore's own exceptions, plus the OS's).
+_TRANSPORT_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, OSError)
 
 
 def _json_bytes(obj: Any) -> bytes:
@@ -51,6 +55,16 @@ def _parse_json(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return json.loads(body)
+
+
+class _GateApp:
+    """The gate as an ASGI 3 app (a plain object with an async __call__, as servers expect)."""
+
+    def __init__(self, gate: "Gate") -> None:
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.gate._asgi(scope, receive, send)
 
 
 class Gate:
@@ -72,10 +86,13 @@ class Gate:
         self._t0: float | None = None
         self._stopped = False
         self._refuse_tools_when_stopped = True
-        self._client: httpx.AsyncClient | None = None
-        routes: list[BaseRoute] = [self._tool_route(route) for route in extra_routes or []]
-        routes.append(Route("/{path:path}", self._proxy, methods=ALL_METHODS))
-        self.app = Starlette(routes=routes)
+        self._pool: httpcore.AsyncConnectionPool | None = None
+        self._upstream_host = urlsplit(config.upstream).netloc.rpartition("@")[2].encode("idna")
+        # The run's own endpoints go through Starlette's router; everything else comes straight to
+        # the proxy (no router or middleware on the path every model request takes).
+        self._tool_routes: list[Route] = [self._tool_route(route) for route in extra_routes or []]
+        self._tools_app = Starlette(routes=list(self._tool_routes))
+        self.app = _GateApp(self)
         self.recorder.stats(self.stats)
 
     # ----- the run's clock -------------------------------------------------------------------
@@ -116,11 +133,18 @@ class Gate:
 
     async def aclose(self) -> None:
         """Close the upstream connections and the log. Call from the loop that served requests."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
         self._write_stats()
         self.recorder.close()
+
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or any(route.matches(scope)[0] != Match.NONE for route in self._tool_routes):
+            await self._tools_app(scope, receive, send)
+            return
+        response = await self._proxy(Request(scope, receive))
+        await response(scope, receive, send)
 
     # ----- requests --------------------------------------------------------------------------
 
@@ -142,17 +166,15 @@ class Gate:
         return hmac.compare_digest(given.encode(), self.config.key.encode())
 
     @property
-    def client(self) -> httpx.AsyncClient:
+    def pool(self) -> httpcore.AsyncConnectionPool:
+        # httpx's own transport core, used directly: the gate needs none of httpx's client layer
+        # (cookies, redirects, auth, URL models) and it costs a third of the gate's CPU per request.
         # Made on first use so it belongs to the event loop that serves the requests.
-        if self._client is None:
-            t = self.config.upstream_timeout_s
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(connect=t.connect_s, read=max(t.first_byte_s, t.stall_s) + 1,
-                                      write=t.write_s, pool=t.connect_s),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-                trust_env=False,  # a proxy from the environment must never sit between gate and model
+        if self._pool is None:
+            self._pool = httpcore.AsyncConnectionPool(
+                max_connections=1024, max_keepalive_connections=64, keepalive_expiry=60.0, retries=0,
             )
-        return self._client
+        return self._pool
 
     def _upstream_url(self, path: str, query: str) -> str:
         base = self.config.upstream
@@ -229,73 +251,80 @@ class Gate:
     ) -> Response:
         t = self.config.upstream_timeout_s
         headers = [(k, v) for k, v in request.headers.raw if k not in _DROP_UPSTREAM]
+        headers.append((b"host", self._upstream_host))
         headers.append((b"accept-encoding", b"identity"))
+        if send or request.method in ("POST", "PUT", "PATCH"):
+            headers.append((b"content-length", str(len(send)).encode()))
         if self.config.api_key_upstream:
             headers.append((b"authorization", f"Bearer {self.config.api_key_upstream}".encode()))
-        upstream_request = self.client.build_request(
-            request.method, self._upstream_url(line.path, request.url.query), content=send or None, headers=headers
+        upstream_request = httpcore.Request(
+            request.method, self._upstream_url(line.path, request.url.query), headers=headers, content=send,
+            extensions={"timeout": {"connect": t.connect_s, "read": max(t.first_byte_s, t.stall_s) + 1,
+                                    "write": t.write_s, "pool": t.connect_s}},
         )
         bodies = (body, send if rewrite is not None and send != body else None)
         try:
             async with asyncio.timeout(t.first_byte_s):
-                upstream = await self.client.send(upstream_request, stream=True)
-        except httpx.ConnectTimeout as exc:
+                upstream = await self.pool.handle_async_request(upstream_request)
+        except httpcore.ConnectTimeout as exc:
             return self._upstream_fault(line, arrived, bodies, 504, "upstream_unreachable",
                                         f"upstream did not accept a connection within {t.connect_s:g} s ({exc})")
-        except httpx.ConnectError as exc:
+        except (httpcore.ConnectError, ConnectionRefusedError) as exc:
             return self._upstream_fault(line, arrived, bodies, 502, "upstream_refused",
                                         f"upstream refused the connection: {exc or exc.__class__.__name__}")
-        except (TimeoutError, httpx.TimeoutException):
+        except (TimeoutError, httpcore.TimeoutException):
             return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
                                         f"upstream sent no answer within {t.first_byte_s:g} s")
-        except httpx.TransportError as exc:
+        except _TRANSPORT_ERRORS as exc:
             return self._upstream_fault(line, arrived, bodies, 502, "upstream_closed",
                                         f"upstream closed the connection before answering: {exc.__class__.__name__} {exc}")
         line.first_byte_ms = (time.perf_counter() - arrived) * 1000
-        out_headers = {k: v for k, v in upstream.headers.items() if k not in _DROP_DOWNSTREAM}
+        out_headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                       for k, v in upstream.headers if k.lower() not in _DROP_DOWNSTREAM}
         out_headers["x-showcase-request-id"] = line.id
-        if upstream.status_code < 400 and upstream.headers.get("content-type", "").startswith("text/event-stream"):
+        status = upstream.status
+        if status < 400 and out_headers.get("content-type", "").startswith("text/event-stream"):
             line.stream = True
-            line.status = upstream.status_code
+            line.status = status
             tap = StreamTap(api, hide_usage=rewrite.hide_usage if rewrite else False)
             return StreamingResponse(
-                self._pipe(upstream, tap, line, arrived, bodies), status_code=upstream.status_code, headers=out_headers
+                self._pipe(upstream, tap, line, arrived, bodies), status_code=status, headers=out_headers
             )
         try:
             async with asyncio.timeout(t.first_byte_s):
                 content = await upstream.aread()
-        except (TimeoutError, httpx.TimeoutException):
+        except (TimeoutError, httpcore.TimeoutException):
             return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
                                         f"upstream body did not arrive within {t.first_byte_s:g} s")
-        except httpx.TransportError as exc:
+        except _TRANSPORT_ERRORS as exc:
             return self._upstream_fault(line, arrived, bodies, 502, "upstream_reset",
                                         f"upstream connection reset while sending the body: {exc.__class__.__name__}")
         finally:
             await upstream.aclose()
-        line.status = upstream.status_code
-        if upstream.status_code >= 400:
+        line.status = status
+        if status >= 400:
             text = content.decode("utf-8", "replace")
-            line.error = f"upstream answered {upstream.status_code}: {text[:300]}"
+            line.error = f"upstream answered {status}: {text[:300]}"
             try:
                 parsed = json.loads(content)
                 is_api_error = isinstance(parsed, dict) and "error" in parsed
             except (ValueError, UnicodeDecodeError):
                 is_api_error = False
             if not is_api_error:  # e.g. an HTML page from a proxy: the client gets the API's format
-                content = _json_bytes(error_object(line.error, "upstream_error", upstream.status_code))
+                content = _json_bytes(error_object(line.error, "upstream_error", status))
                 out_headers["content-type"] = "application/json"
         line.bytes_out = len(content)
         return Response(
-            content, status_code=upstream.status_code, headers=out_headers,
+            content, status_code=status, headers=out_headers,
             background=BackgroundTask(self._finish_after, line, arrived, bodies, content, "response.json", api),
         )
 
-    async def _pipe(self, upstream: httpx.Response, tap: StreamTap, line: GateLogLine, arrived: float,
+    async def _pipe(self, upstream: httpcore.Response, tap: StreamTap, line: GateLogLine, arrived: float,
                     bodies: tuple[bytes, bytes | None]):
         """Pass a stream on event by event; a fault mid-stream becomes an error event, then the end."""
         stall = self.config.upstream_timeout_s.stall_s
         received: list[bytes] = []
-        chunks = upstream.aiter_raw()
+        chunks = upstream.aiter_stream()
         ended = False
         fault: tuple[str, str] | None = None
         try:
@@ -308,7 +337,7 @@ class Gate:
                 except TimeoutError:
                     fault = ("upstream_stall", f"upstream stalled: no bytes for {stall:g} s mid-stream")
                     break
-                except httpx.TransportError as exc:
+                except (*_TRANSPORT_ERRORS, httpcore.TimeoutException) as exc:
                     fault = ("upstream_reset", f"upstream connection reset mid-stream: {exc.__class__.__name__} {exc}".strip())
                     break
                 received.append(chunk)

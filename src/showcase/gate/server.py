@@ -31,6 +31,15 @@ def parse_listen(spec: str) -> tuple[str, str | tuple[str, int]]:
     raise UserError(f"bad listen address {spec!r}: use unix:/path/to.sock or tcp:HOST:PORT (port 0 = any free one)")
 
 
+def _loop_factory():
+    """uvloop when installed: it halves the event loop's share of the gate's per-request cost."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def _bind(spec: str) -> socket.socket:
     kind, where = parse_listen(spec)
     if kind == "unix":
@@ -124,7 +133,8 @@ class AppServer:
                     await self._on_close()
 
         try:
-            asyncio.run(serve())
+            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+                runner.run(serve())
         except BaseException as exc:  # reported to start()/stop(); the thread must not die silently
             self._failure = exc
 
