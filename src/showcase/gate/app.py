@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 from showcase.gate.config import GateConfig
 from showcase.gate.log import FieldChange, GateLogLine, GateRecorder, GateStats, utc_now
 from showcase.gate.rewrite import ABSENT, GENERATION_APIS, MODELS, Rewrite, classify, rewrite_request
+from showcase.gate.transport import AsyncioBackend
 from showcase.gate.stream import AnswerFacts, StreamTap, error_object, read_answer, stream_error_event
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -171,8 +172,10 @@ class Gate:
         # (cookies, redirects, auth, URL models) and it costs a third of the gate's CPU per request.
         # Made on first use so it belongs to the event loop that serves the requests.
         if self._pool is None:
+            plain = self.config.upstream.startswith("http://")
             self._pool = httpcore.AsyncConnectionPool(
                 max_connections=1024, max_keepalive_connections=64, keepalive_expiry=60.0, retries=0,
+                network_backend=AsyncioBackend() if plain else None,
             )
         return self._pool
 
