@@ -136,28 +136,53 @@ class GateRecorder:
         return done.wait(timeout_s)
 
     def _write_loop(self) -> None:
+        pending_stats: str | None = None
         while True:
+            if pending_stats is not None and self._queue.empty():
+                # Stats are written once the queue is drained: a burst of requests costs one
+                # replace of gate-stats.json, not one each, and the file is still current.
+                self._guarded("stats", self.stats_path, self._write_stats, pending_stats)
+                pending_stats = None
             kind, path, data = self._queue.get()
-            if kind == "stop":
+            if kind == "stats":
+                pending_stats = data
+            elif kind == "line":
+                self._guarded(kind, self.log_path, self._write_line, data)
+            elif kind == "body":
+                self._guarded(kind, path, self._write_body, path, data)
+            elif kind == "mark":
+                if pending_stats is not None:
+                    self._guarded("stats", self.stats_path, self._write_stats, pending_stats)
+                    pending_stats = None
+                data.set()
+            elif kind == "stop":
+                if pending_stats is not None:
+                    self._guarded("stats", self.stats_path, self._write_stats, pending_stats)
                 return
-            try:
-                if kind == "line":
-                    self._log.write(data)
-                    self._log.flush()
-                elif kind == "stats":
-                    tmp = self.stats_path.with_name(f".{STATS_NAME}.tmp")
-                    tmp.write_text(data)
-                    os.replace(tmp, self.stats_path)
-                elif kind == "body":
-                    with open(path, "wb") as out:
-                        if isinstance(data, list):
-                            out.writelines(data)
-                        else:
-                            out.write(data)
-                elif kind == "mark":
-                    data.set()
-            except OSError as exc:  # a full disk costs that file; the writer goes on with the next
-                self.write_errors.append(f"{kind} {path or ''}: {exc}")
+
+    def _guarded(self, kind: str, path: Path, write, *args: Any) -> None:
+        try:
+            write(*args)
+        except OSError as exc:  # a full disk costs that file; the writer goes on with the next
+            self.write_errors.append(f"{kind} {path}: {exc}")
+
+    def _write_line(self, text: str) -> None:
+        self._log.write(text)
+        self._log.flush()
+
+    def _write_stats(self, text: str) -> None:
+        tmp = self.stats_path.with_name(f".{STATS_NAME}.tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, self.stats_path)
+
+    @staticmethod
+    def _write_body(path: Path, data: bytes | list[bytes]) -> None:
+        with open(path, "wb") as out:
+            if isinstance(data, list):
+                out.writelines(data)
+            else:
+                out.write(data)
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Write everything still queued, then close the log."""
