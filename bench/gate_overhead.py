@@ -100,6 +100,7 @@ def paired(n: int, fn, direct_url: str, gate_url: str, body: bytes, client: http
 
 
 async def concurrent(url: str, body: bytes, clients: int, per_client: int) -> tuple[list[float], float]:
+    """`clients` concurrent clients, `per_client` requests each: latencies and requests per second."""
     latencies: list[float] = []
 
     async def one(client: httpx.AsyncClient) -> None:
@@ -111,12 +112,23 @@ async def concurrent(url: str, body: bytes, clients: int, per_client: int) -> tu
 
     limits = httpx.Limits(max_connections=clients)
     async with httpx.AsyncClient(limits=limits, trust_env=False, timeout=60) as client:
-        await asyncio.gather(*(one(client) for _ in range(2)))  # warm
+        await one(client)  # warm
         latencies.clear()
         start = time.perf_counter()
         await asyncio.gather(*(one(client) for _ in range(clients)))
         wall = time.perf_counter() - start
     return latencies, clients * per_client / wall
+
+
+def concurrent_rounds(direct: str, gated: str, body: bytes, clients: int, per_client: int, rounds: int = 4):
+    """Direct and gated batches alternate, so a change of load on a shared machine hits both."""
+    lat_d, lat_g, rps_d, rps_g = [], [], [], []
+    for n in range(rounds):
+        for url, lat, rps in ((direct, lat_d, rps_d), (gated, lat_g, rps_g))[:: 1 if n % 2 == 0 else -1]:
+            got, per_s = asyncio.run(concurrent(url, body, clients, per_client))
+            lat.extend(got)
+            rps.append(per_s)
+    return lat_d, lat_g, statistics.median(rps_d), statistics.median(rps_g)
 
 
 def main() -> None:
@@ -125,7 +137,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=100, help="streamed requests per path (first byte)")
     parser.add_argument("--big", type=int, default=30, help="1 MB requests per path")
     parser.add_argument("--concurrent", type=int, default=16, help="concurrent clients")
-    parser.add_argument("--per-client", type=int, default=20, help="requests per concurrent client")
+    parser.add_argument("--per-client", type=int, default=10, help="requests per concurrent client per round (4 rounds)")
     parser.add_argument("--json", action="store_true", help="also print the rows as one JSON document")
     args = parser.parse_args()
 
@@ -172,15 +184,10 @@ def main() -> None:
                 before = cpu_now()
                 rows.append(report(name, *paired(n, fn, direct, gated, body, client)))
                 gate_cpu(rows[-1], before, n + 5)
-        lat_d, rps_d = asyncio.run(concurrent(direct, small, args.concurrent, args.per_client))
         before = cpu_now()
-        lat_g, rps_g = asyncio.run(concurrent(gated, small, args.concurrent, args.per_client))
+        lat_d, lat_g, rps_d, rps_g = concurrent_rounds(direct, gated, small, args.concurrent, args.per_client)
         row = report(f"{args.concurrent} concurrent clients", lat_d, lat_g)
-        n_gated = (args.concurrent + 2) * args.per_client
-        row["gate_cpu_ms_per_request"] = round((cpu_ms(gate.pid) - before[0]) / n_gated, 3)
-        row["upstream_cpu_ms_per_request"] = round((cpu_ms(upstream.pid) - before[1]) / n_gated, 3)
-        print(f"{'':<28} CPU per request: gate {row['gate_cpu_ms_per_request']:.3f} ms, "
-              f"upstream {row['upstream_cpu_ms_per_request']:.3f} ms")
+        gate_cpu(row, before, len(lat_g) + 4 * args.per_client)  # + one warm-up client per round
         row.update(direct_rps=round(rps_d, 1), gate_rps=round(rps_g, 1))
         print(f"{'':<28} throughput direct {rps_d:.0f} req/s, gate {rps_g:.0f} req/s (x{rps_g / rps_d:.2f})")
         rows.append(row)
