@@ -390,8 +390,9 @@ def test_cli_bad_input_is_one_line(tmp_path):
 async def test_concurrent_mixed_requests_each_get_one_line(rig):
     import asyncio
 
-    r = rig()
-    client = openai.AsyncOpenAI(base_url=r.base, api_key=KEY, max_retries=0, timeout=10)
+    # Generous bounds: 24 streams at once on a loaded 2-core machine must not trip the stall bound.
+    r = rig(settings={"upstream_timeout_s": UpstreamTimeouts(stall_s=30, first_byte_s=30)})
+    client = openai.AsyncOpenAI(base_url=r.base, api_key=KEY, max_retries=0, timeout=60)
 
     async def one(n: int):
         script = ("ok", "tool", "error500", "reset")[n % 4]
