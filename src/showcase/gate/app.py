@@ -145,7 +145,12 @@ class Gate:
             await self._tools_app(scope, receive, send)
             return
         response = await self._proxy(Request(scope, receive))
-        await response(scope, receive, send)
+        try:
+            await response(scope, receive, send)
+        finally:
+            unstarted = getattr(response, "gate_if_unstarted", None)
+            if unstarted is not None:
+                await unstarted()
 
     # ----- requests --------------------------------------------------------------------------
 
@@ -169,7 +174,7 @@ class Gate:
     @property
     def pool(self) -> httpcore.AsyncConnectionPool:
         # httpx's own transport core, used directly: the gate needs none of httpx's client layer
-        # (cookies, redirects, auth, URL models) and it costs a third of the gate's CPU per request.
+        # (cookies, redirects, auth, URL models), which was the largest single share of its CPU.
         # Made on first use so it belongs to the event loop that serves the requests.
         if self._pool is None:
             plain = self.config.upstream.startswith("http://")
@@ -290,9 +295,21 @@ class Gate:
             line.stream = True
             line.status = status
             tap = StreamTap(api, hide_usage=rewrite.hide_usage if rewrite else False)
-            return StreamingResponse(
-                self._pipe(upstream, tap, line, arrived, bodies), status_code=status, headers=out_headers
+            started = [False]
+            response = StreamingResponse(
+                self._pipe(upstream, tap, line, arrived, bodies, started), status_code=status, headers=out_headers
             )
+
+            async def if_unstarted() -> None:
+                # The client left before the stream's first read: the pipe never ran its finally.
+                if not started[0]:
+                    line.client_gone = True
+                    self._finish(line, arrived, bodies, b"", "response.sse", api, tap.facts)
+                    with anyio.CancelScope(shield=True):
+                        await upstream.aclose()
+
+            response.gate_if_unstarted = if_unstarted  # type: ignore[attr-defined]
+            return response
         try:
             async with asyncio.timeout(t.first_byte_s):
                 content = await upstream.aread()
@@ -323,8 +340,9 @@ class Gate:
         )
 
     async def _pipe(self, upstream: httpcore.Response, tap: StreamTap, line: GateLogLine, arrived: float,
-                    bodies: tuple[bytes, bytes | None]):
+                    bodies: tuple[bytes, bytes | None], started: list[bool]):
         """Pass a stream on event by event; a fault mid-stream becomes an error event, then the end."""
+        started[0] = True
         stall = self.config.upstream_timeout_s.stall_s
         received: list[bytes] = []
         chunks = upstream.aiter_stream()
