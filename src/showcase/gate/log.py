@@ -96,6 +96,7 @@ class GateRecorder:
 
     def __init__(self, log_dir: Path, keep_bodies: bool = True) -> None:
         self.dir = Path(log_dir)
+        self._dir_str = str(self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.dir / LOG_NAME
         self.stats_path = self.dir / STATS_NAME
@@ -119,11 +120,12 @@ class GateRecorder:
         """Keep one body (written in the background); returns its name relative to the log folder."""
         name = self.body_name(request_id, suffix)
         if name is not None:
-            self._queue.put(("body", self.dir / name, data))
+            self._queue.put(("body", f"{self._dir_str}/{name}", data))
         return name
 
     def line(self, line: GateLogLine) -> None:
-        self._queue.put(("line", None, line.model_dump_json() + "\n"))
+        """Hand over a finished line (serialised in the writer thread: nothing changes it any more)."""
+        self._queue.put(("line", None, line))
 
     def stats(self, stats: GateStats) -> None:
         # Serialised now, in the caller's thread: the stats object keeps changing after this call.
@@ -166,8 +168,8 @@ class GateRecorder:
         except OSError as exc:  # a full disk costs that file; the writer goes on with the next
             self.write_errors.append(f"{kind} {path}: {exc}")
 
-    def _write_line(self, text: str) -> None:
-        self._log.write(text)
+    def _write_line(self, line: GateLogLine) -> None:
+        self._log.write(line.model_dump_json() + "\n")
         self._log.flush()
 
     def _write_stats(self, text: str) -> None:
@@ -177,7 +179,7 @@ class GateRecorder:
         os.replace(tmp, self.stats_path)
 
     @staticmethod
-    def _write_body(path: Path, data: bytes | list[bytes]) -> None:
+    def _write_body(path: str, data: bytes | list[bytes]) -> None:
         with open(path, "wb") as out:
             if isinstance(data, list):
                 out.writelines(data)
