@@ -451,7 +451,10 @@ class Gate:
             s.requests += 1
         if line.blocked:
             s.blocked += 1
-            s.blocked_why[line.blocked_why or "?"] = s.blocked_why.get(line.blocked_why or "?", 0) + 1
+            why = line.blocked_why or "?"
+            # A new dict, not an update: start_clock()/hard_stop() may serialise the stats from the
+            # run's own thread at this moment, and must never see a dict change size under it.
+            s.blocked_why = {**s.blocked_why, why: s.blocked_why.get(why, 0) + 1}
         elif line.error and line.kind == "api":
             s.errors += 1
         if line.shortened:
