@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible upstream for the gate's tests and bench: it stands in for the model.
 
 What it does is chosen per request by the `x-script` header (the gate passes headers through):
-ok (default), tool, error500, html502, reset (stream breaks after two events), stall (stream
+ok (default), tool, error400, error500, html502, reset (stream breaks after two events), stall (stream
 goes silent), slow (headers late). Every request it receives is kept in `.received` so tests
 check what the gate actually sent upstream.
 """
@@ -42,6 +42,9 @@ class ScriptedUpstream:
         path = request.url.path
         if script == "error500":
             return JSONResponse({"error": {"message": "model crashed", "type": "server_error", "code": 500}}, 500)
+        if script == "error400":
+            return JSONResponse({"error": {"message": "context too long", "type": "invalid_request_error",
+                                           "code": "context_length_exceeded"}}, 400)
         if script == "html502":
             return Response("<html><body>Bad Gateway</body></html>", 502, media_type="text/html")
         if script == "slow":

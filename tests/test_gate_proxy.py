@@ -249,15 +249,19 @@ def test_hard_stop_called_by_the_run(rig):
 
 
 def test_upstream_errors_answered_in_api_format(rig):
+    """5xx, a non-JSON 502 from a proxy, and a 4xx: each reaches the client as an API error."""
     r = rig()
     with pytest.raises(openai.InternalServerError, match="model crashed"):
         r.sdk().chat.completions.create(model="x", messages=MSG, extra_headers={"x-script": "error500"})
     with pytest.raises(openai.APIStatusError) as caught:
         r.sdk().chat.completions.create(model="x", messages=MSG, extra_headers={"x-script": "html502"})
     assert caught.value.status_code == 502 and "Bad Gateway" in caught.value.body["message"]
-    lines = r.lines(2)
-    assert [l.status for l in lines] == [500, 502] and all(l.error for l in lines)
-    assert r.stats(2).errors == 2
+    with pytest.raises(openai.BadRequestError) as caught:
+        r.sdk().chat.completions.create(model="x", messages=MSG, extra_headers={"x-script": "error400"})
+    assert caught.value.code == "context_length_exceeded"  # the upstream's own error, untouched
+    lines = r.lines(3)
+    assert [l.status for l in lines] == [500, 502, 400] and all(l.error for l in lines)
+    assert r.stats(3).errors == 3
 
 
 def test_reset_and_stall_mid_stream_told_to_client_and_gate_lives_on(rig):
