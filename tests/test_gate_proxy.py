@@ -417,3 +417,20 @@ async def test_concurrent_mixed_requests_each_get_one_line(rig):
     assert len(lines) == 24 and len({l.id for l in lines}) == 24
     stats = r.stats(24)
     assert (stats.requests, stats.errors) == (24, 12) and stats.answer_tokens == 12 * 7
+
+
+def test_listen_addresses_checked(tmp_path):
+    from showcase.errors import UserError
+    from showcase.gate.server import parse_listen
+
+    assert parse_listen("tcp:127.0.0.1:0") == ("tcp", ("127.0.0.1", 0))
+    assert parse_listen("unix:/run/g.sock") == ("unix", "/run/g.sock")
+    with pytest.raises(UserError, match="bad listen address"):
+        parse_listen("127.0.0.1:80")
+    server = AppServer(JSONResponse({}), [f"unix:{tmp_path}/{'x' * 120}.sock"])
+    with pytest.raises(UserError, match="longer than 107 bytes"):
+        server.start()
+    (tmp_path / "plain").write_text("not a socket")
+    with pytest.raises(UserError, match="not a socket"):
+        AppServer(JSONResponse({}), [f"unix:{tmp_path}/plain"]).start()
+    assert (tmp_path / "plain").read_text() == "not a socket"  # never replaced

@@ -44,6 +44,8 @@ def _bind(spec: str) -> socket.socket:
     kind, where = parse_listen(spec)
     if kind == "unix":
         path = Path(where)  # type: ignore[arg-type]
+        if len(os.fsencode(path)) > 107:  # sun_path holds 108 bytes with the final NUL
+            raise UserError(f"socket path {path} is longer than 107 bytes; use a shorter run folder")
         if path.exists() or path.is_symlink():
             if not stat.S_ISSOCK(path.lstat().st_mode):
                 raise UserError(f"{path} exists and is not a socket; will not replace it")
