@@ -30,7 +30,6 @@ from showcase.gate.rewrite import ABSENT, GENERATION_APIS, MODELS, Rewrite, clas
 from showcase.gate.transport import AsyncioBackend
 from showcase.gate.stream import AnswerFacts, StreamTap, error_object, read_answer, stream_error_event
 
-ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Never forwarded upstream: hop-by-hop headers, the client's key, and what we set ourselves.
 _DROP_UPSTREAM = frozenset(
     b"host authorization x-api-key content-length connection keep-alive transfer-encoding te trailer "
