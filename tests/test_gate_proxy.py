@@ -434,3 +434,27 @@ def test_listen_addresses_checked(tmp_path):
     with pytest.raises(UserError, match="not a socket"):
         AppServer(JSONResponse({}), [f"unix:{tmp_path}/plain"]).start()
     assert (tmp_path / "plain").read_text() == "not a socket"  # never replaced
+
+
+def test_https_upstream_with_a_private_ca(tmp_path):
+    import trustme
+
+    ca = trustme.CA()
+    pem = tmp_path / "server.pem"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(pem))
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    scripted = ScriptedUpstream()
+    with AppServer(scripted.app, ["tcp:127.0.0.1:0"], ssl_certfile=str(pem), ssl_keyfile=str(pem)) as server:
+        scripted.url = f"https://127.0.0.1:{server.tcp_port}/v1"
+        trusted = Rig(scripted, tmp_path / "a", settings={"upstream_ca_file": ca_file})
+        untrusted = Rig(scripted, tmp_path / "b")
+        try:
+            assert trusted.sdk().chat.completions.create(model="x", messages=MSG).choices[0].message.content == "hello"
+            assert scripted.last()["body"]["model"] == MODEL
+            with pytest.raises(openai.APIStatusError) as caught:
+                untrusted.sdk().chat.completions.create(model="x", messages=MSG)
+            assert caught.value.status_code == 502 and "CERTIFICATE_VERIFY_FAILED" in caught.value.message
+        finally:
+            trusted.close()
+            untrusted.close()

@@ -8,6 +8,7 @@ import asyncio
 import hmac
 import inspect
 import json
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 from showcase.gate.config import GateConfig
 from showcase.gate.log import FieldChange, GateLogLine, GateRecorder, GateStats, utc_now
 from showcase.gate.rewrite import ABSENT, GENERATION_APIS, MODELS, Rewrite, classify, rewrite_request
-from showcase.gate.transport import AsyncioBackend
+from showcase.gate.transport import AsyncioBackend, connection_refused
 from showcase.gate.stream import AnswerFacts, StreamTap, error_object, read_answer, stream_error_event
 
 # Never forwarded upstream: hop-by-hop headers, the client's key, and what we set ourselves.
@@ -177,9 +178,11 @@ class Gate:
         # Made on first use so it belongs to the event loop that serves the requests.
         if self._pool is None:
             plain = self.config.upstream.startswith("http://")
+            ca_file = self.config.upstream_ca_file
             self._pool = httpcore.AsyncConnectionPool(
                 max_connections=1024, max_keepalive_connections=64, keepalive_expiry=60.0, retries=0,
                 network_backend=AsyncioBackend() if plain else None,
+                ssl_context=ssl.create_default_context(cafile=str(ca_file)) if ca_file else None,
             )
         return self._pool
 
@@ -277,8 +280,12 @@ class Gate:
             return self._upstream_fault(line, arrived, bodies, 504, "upstream_unreachable",
                                         f"upstream did not accept a connection within {t.connect_s:g} s ({exc})")
         except (httpcore.ConnectError, ConnectionRefusedError) as exc:
-            return self._upstream_fault(line, arrived, bodies, 502, "upstream_refused",
-                                        f"upstream refused the connection: {exc or exc.__class__.__name__}")
+            reason = str(exc) or exc.__class__.__name__
+            if connection_refused(exc):
+                return self._upstream_fault(line, arrived, bodies, 502, "upstream_refused",
+                                            f"upstream refused the connection: {reason}")
+            return self._upstream_fault(line, arrived, bodies, 502, "upstream_unreachable",
+                                        f"cannot connect to the upstream: {reason}")
         except (TimeoutError, httpcore.TimeoutException):
             return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
                                         f"upstream sent no answer within {t.first_byte_s:g} s")

@@ -33,6 +33,7 @@ def gate(
     log_dir: Path = typer.Option(Path("gate-log"), help="Folder for gate.log, gate-stats.json and bodies/ (must not hold a gate.log)."),
     key: str | None = typer.Option(None, help="Key clients must send as 'Authorization: Bearer KEY' (default: none checked)."),
     upstream_key: str | None = typer.Option(None, envvar="SHOWCASE_UPSTREAM_KEY", help="Key sent to the upstream."),
+    upstream_ca_file: Path | None = typer.Option(None, help="CA (PEM) that signed an HTTPS upstream's certificate."),
     stall_timeout: float = typer.Option(300.0, min=0.1, help="Seconds of silence mid-stream before the gate gives up."),
     first_byte_timeout: float = typer.Option(1800.0, min=0.1, help="Seconds to wait for the upstream's answer to begin."),
     probe: bool = typer.Option(True, help="Check the upstream lists the model before serving."),
@@ -54,14 +55,14 @@ def gate(
             upstream=upstream, model=model, api_key_upstream=upstream_key, key=key, sampling=sampling,
             sampling_source=str(sampling_file) if sampling_file else None, answer_limit=answer_limit,
             finish_now_after_s=finish_now_after, finish_now_text=text, hard_stop_after_s=hard_stop_after,
-            log_dir=log_dir,
+            log_dir=log_dir, upstream_ca_file=upstream_ca_file,
             upstream_timeout_s=UpstreamTimeouts(stall_s=stall_timeout, first_byte_s=first_byte_timeout),
         )
     except ValidationError as exc:
         first = exc.errors()[0]
         raise UserError(f"gate settings: {'.'.join(map(str, first['loc']))}: {first['msg'].removeprefix('Value error, ')}") from None
     if probe:
-        reason = asyncio.run(probe_upstream(config.upstream, model, upstream_key, timeout_s=10))
+        reason = asyncio.run(probe_upstream(config.upstream, model, upstream_key, timeout_s=10, ca_file=upstream_ca_file))
         if reason:
             raise UserError(f"{reason} (--no-probe serves anyway)")
     the_gate = create_gate(config)

@@ -60,6 +60,9 @@ class GateConfig(BaseModel):
     upstream_timeout_s: UpstreamTimeouts = Field(
         default_factory=UpstreamTimeouts, description="connect / first byte / stall bounds on the upstream"
     )
+    upstream_ca_file: Path | None = Field(
+        None, description="PEM file of the CA that signed an HTTPS upstream's certificate (default: certifi's CAs)"
+    )
     keep_bodies: bool = Field(True, description="keep each request and response body under log_dir/bodies/")
 
     @field_validator("upstream")

@@ -77,7 +77,7 @@ class AppServer:
     """Runs one ASGI app in uvicorn on its own thread and event loop (any mix of unix:/tcp: addresses)."""
 
     def __init__(self, app, listen: list[str], on_close=None, start_timeout_s: float = 15.0,
-                 stop_timeout_s: float = 15.0) -> None:
+                 stop_timeout_s: float = 15.0, **uvicorn_options) -> None:
         if not listen:
             raise UserError("a server needs at least one listen address")
         for spec in listen:
@@ -85,6 +85,7 @@ class AppServer:
         self.app = app
         self.listen = list(listen)
         self._on_close = on_close
+        self._uvicorn_options = uvicorn_options  # e.g. ssl_certfile/ssl_keyfile
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.tcp_port: int | None = None
@@ -110,7 +111,7 @@ class AppServer:
         config = uvicorn.Config(
             self.app, lifespan="off", log_level="warning", access_log=False,
             timeout_keep_alive=75,  # agents reuse connections between slow turns
-            timeout_graceful_shutdown=5,
+            timeout_graceful_shutdown=5, **self._uvicorn_options,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="showcase-server", daemon=True)

@@ -6,6 +6,7 @@ event loop's own sock_recv/sock_sendall. HTTPS upstreams keep httpcore's default
 """
 
 import asyncio
+import errno
 import socket
 from typing import Any
 
@@ -86,7 +87,26 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
             raise httpcore.ConnectTimeout(f"no connection to {host}:{port} within {timeout} s") from None
         except OSError as exc:  # name resolution
             raise httpcore.ConnectError(str(exc)) from exc
-        raise httpcore.ConnectError(str(last) if last else f"{host}:{port} has no address")
+        if last is not None and getattr(last, "errno", None) == errno.ECONNREFUSED:
+            # Said in words: httpcore re-raises this without its cause, and callers tell
+            # "nothing listens there" apart from other failures by the message.
+            raise httpcore.ConnectError(f"connection refused by {host}:{port}") from last
+        raise httpcore.ConnectError(str(last) if last else f"{host}:{port} has no address") from last
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """Whether a connect failure was the upstream refusing (nothing listens), through any wrapping."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 10:
+        if (isinstance(cause, ConnectionRefusedError) or getattr(cause, "errno", None) == errno.ECONNREFUSED
+                or "refused" in str(cause).lower()):
+            return True
+        if isinstance(cause, BaseExceptionGroup):
+            return any(connection_refused(sub) for sub in cause.exceptions)
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return False
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
                                   socket_options: Any = None) -> httpcore.AsyncNetworkStream:
