@@ -37,7 +37,8 @@ class ScriptedUpstream:
         except ValueError:
             body = None
         with self._lock:
-            self.received.append({"path": request.url.path, "headers": dict(request.headers), "body": body, "size": len(raw)})
+            self.received.append({"path": request.url.path, "query": request.url.query, "headers": dict(request.headers),
+                                  "body": body, "size": len(raw)})
         script = request.headers.get("x-script", "ok")
         path = request.url.path
         if script == "error500":

@@ -215,6 +215,13 @@ def test_completions_models_and_other_paths(rig, upstream):
     assert lines[1].answer_tokens == 7 and lines[1].finish_reason == "length"
 
 
+def test_upstream_base_without_v1_and_query_strings(rig, upstream):
+    r = rig(settings={"upstream": upstream.url.removesuffix("/v1")})
+    response = httpx.get(f"{r.base}/models?limit=5", headers={"authorization": f"Bearer {KEY}"})
+    assert response.json()["data"][0]["id"] == MODEL
+    assert (upstream.last()["path"], upstream.last()["query"]) == ("/v1/models", "limit=5")
+
+
 def test_refusals_are_blocked_in_api_format_and_never_reach_upstream(rig, upstream):
     r = rig()
     before = len(upstream.received)

@@ -88,7 +88,13 @@ class Gate:
         self._stopped = False
         self._refuse_tools_when_stopped = True
         self._pool: httpcore.AsyncConnectionPool | None = None
-        self._upstream_host = urlsplit(config.upstream).netloc.rpartition("@")[2].encode("idna")
+        upstream = urlsplit(config.upstream)
+        self._upstream_host = upstream.netloc.rpartition("@")[2].encode("idna")
+        # The upstream's origin, parsed once (not once per request).
+        self._upstream_scheme = upstream.scheme.encode()
+        self._upstream_hostname = (upstream.hostname or "").encode("idna")
+        self._upstream_port = upstream.port
+        self._upstream_prefix = upstream.path.rstrip("/")
         # The run's own endpoints go through Starlette's router; everything else comes straight to
         # the proxy (no router or middleware on the path every model request takes).
         self._tool_routes: list[Route] = [self._tool_route(route) for route in extra_routes or []]
@@ -159,9 +165,10 @@ class Gate:
         return f"{self._seq:06d}"
 
     def _new_line(self, request: Request, kind: str) -> GateLogLine:
-        return GateLogLine(
-            time=utc_now(), t_s=self.elapsed(), id=self._next_id(), kind=kind, method=request.method,
-            path=request.url.path, status=0, latency_ms=0.0,
+        # model_construct: the values are ours and well-typed; validation would cost every request.
+        return GateLogLine.model_construct(
+            time=utc_now(), t_s=self.elapsed(), id=self._next_id(), kind=kind, method=request.scope["method"],
+            path=request.scope["path"], status=0, latency_ms=0.0,
         )
 
     def _key_ok(self, request: Request) -> bool:
@@ -186,10 +193,14 @@ class Gate:
             )
         return self._pool
 
-    def _upstream_url(self, path: str, query: str) -> str:
-        base = self.config.upstream
-        url = base + path[3:] if base.endswith("/v1") else base + path
-        return f"{url}?{query}" if query else url
+    def _upstream_url(self, path: str, query: str) -> httpcore.URL:
+        """The client's /v1/... path under the upstream's base (whose own /v1 is not doubled)."""
+        prefix = self._upstream_prefix
+        target = prefix + path[3:] if prefix.endswith("/v1") else prefix + path
+        if query:
+            target = f"{target}?{query}"
+        return httpcore.URL(scheme=self._upstream_scheme, host=self._upstream_hostname,
+                            port=self._upstream_port, target=target.encode())
 
     async def _proxy(self, request: Request) -> Response:
         arrived = time.perf_counter()
@@ -240,8 +251,9 @@ class Gate:
             finish_now_text=cfg.finish_now_text if due else None,
         )
         line.fields = {
-            path: FieldChange(present=c.requested is not ABSENT,
-                              requested=None if c.requested is ABSENT else c.requested, enforced=c.enforced)
+            path: FieldChange.model_construct(present=c.requested is not ABSENT,
+                                              requested=None if c.requested is ABSENT else c.requested,
+                                              enforced=c.enforced)
             for path, c in rewrite.changes.items()
         }
         if rewrite.shortened_why:
@@ -268,7 +280,7 @@ class Gate:
         if self.config.api_key_upstream:
             headers.append((b"authorization", f"Bearer {self.config.api_key_upstream}".encode()))
         upstream_request = httpcore.Request(
-            request.method, self._upstream_url(line.path, request.url.query), headers=headers, content=send,
+            request.method, self._upstream_url(line.path, request.scope["query_string"].decode("latin-1")), headers=headers, content=send,
             extensions={"timeout": {"connect": t.connect_s, "read": max(t.first_byte_s, t.stall_s) + 1,
                                     "write": t.write_s, "pool": t.connect_s}},
         )
