@@ -165,8 +165,7 @@ class Gate:
         return f"{self._seq:06d}"
 
     def _new_line(self, request: Request, kind: str) -> GateLogLine:
-        # model_construct: the values are ours and well-typed; validation would cost every request.
-        return GateLogLine.model_construct(
+        return GateLogLine(
             time=utc_now(), t_s=self.elapsed(), id=self._next_id(), kind=kind, method=request.scope["method"],
             path=request.scope["path"], status=0, latency_ms=0.0,
         )
@@ -251,9 +250,8 @@ class Gate:
             finish_now_text=cfg.finish_now_text if due else None,
         )
         line.fields = {
-            path: FieldChange.model_construct(present=c.requested is not ABSENT,
-                                              requested=None if c.requested is ABSENT else c.requested,
-                                              enforced=c.enforced)
+            path: FieldChange(present=c.requested is not ABSENT,
+                              requested=None if c.requested is ABSENT else c.requested, enforced=c.enforced)
             for path, c in rewrite.changes.items()
         }
         if rewrite.shortened_why:
