@@ -1,0 +1,521 @@
+"""The gate: an OpenAI-compatible reverse proxy that enforces one run's settings on the wire.
+
+Every request is answered (by the upstream, or by the gate in the API's own error format) and
+recorded: one gate.log line, its bodies, and gate-stats.json, all written when it finishes.
+"""
+
+import asyncio
+import hmac
+import inspect
+import json
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpcore
+import orjson
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Match, Route
+from starlette.types import Receive, Scope, Send
+
+from showcase.gate.config import GateConfig
+from showcase.gate.log import FieldChange, GateLogLine, GateRecorder, GateStats, utc_now
+from showcase.gate.rewrite import ABSENT, GENERATION_APIS, MODELS, Rewrite, classify, rewrite_request
+from showcase.gate.transport import AsyncioBackend, connection_refused
+from showcase.gate.stream import AnswerFacts, StreamTap, error_object, read_answer, stream_error_event
+
+# Never forwarded upstream: hop-by-hop headers, the client's key, and what we set ourselves.
+_DROP_UPSTREAM = frozenset(
+    b"host authorization x-api-key content-length connection keep-alive transfer-encoding te trailer "
+    b"upgrade proxy-authorization proxy-connection accept-encoding expect".split()
+)
+_DROP_DOWNSTREAM = frozenset(
+    b"content-length content-encoding transfer-encoding connection keep-alive date server".split()
+)
+# What can go wrong on the way to the upstream and back (httpcore's own exceptions, plus the OS's).
+_TRANSPORT_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, OSError)
+
+
+def _json_bytes(obj: Any) -> bytes:
+    try:
+        return orjson.dumps(obj)
+    except TypeError:  # an integer past 64 bits: the stdlib writes it
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _parse_json(body: bytes) -> Any:
+    """orjson for speed (MB bodies), the stdlib for what orjson rejects (NaN, huge integers)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
+class _GateApp:
+    """The gate as an ASGI 3 app (a plain object with an async __call__, as servers expect)."""
+
+    def __init__(self, gate: "Gate") -> None:
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.gate._asgi(scope, receive, send)
+
+
+class Gate:
+    """One run's gate. Build it with `create_gate`; serve `.app` with any ASGI server."""
+
+    def __init__(
+        self,
+        config: GateConfig,
+        clock: Callable[[], float] = time.monotonic,
+        extra_routes: list[Route] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.recorder = GateRecorder(config.log_dir, keep_bodies=config.keep_bodies)
+        now = utc_now()
+        self.stats = GateStats(started_at=now, updated_at=now)
+        self.last_request_id: str | None = None
+        self._seq = 0
+        self._t0: float | None = None
+        self._stopped = False
+        self._refuse_tools_when_stopped = True
+        self._pool: httpcore.AsyncConnectionPool | None = None
+        upstream = urlsplit(config.upstream)
+        self._upstream_host = upstream.netloc.rpartition("@")[2].encode("idna")
+        # The upstream's origin, parsed once (not once per request).
+        self._upstream_scheme = upstream.scheme.encode()
+        self._upstream_hostname = (upstream.hostname or "").encode("idna")
+        self._upstream_port = upstream.port
+        self._upstream_prefix = upstream.path.rstrip("/")
+        # The run's own endpoints go through Starlette's router; everything else comes straight to
+        # the proxy (no router or middleware on the path every model request takes).
+        self._tool_routes: list[Route] = [self._tool_route(route) for route in extra_routes or []]
+        self._tools_app = Starlette(routes=list(self._tool_routes))
+        self.app = _GateApp(self)
+        self.recorder.stats(self.stats)
+
+    # ----- the run's clock -------------------------------------------------------------------
+
+    def start_clock(self) -> None:
+        """The run's t=0: finish-now and the hard stop count from here."""
+        self._t0 = self.clock()
+        self.stats.clock_started_at = utc_now()
+        self._write_stats()
+
+    def elapsed(self) -> float | None:
+        """Seconds since start_clock(); None before it."""
+        return None if self._t0 is None else self.clock() - self._t0
+
+    def hard_stop(self, refuse_tools: bool = True) -> None:
+        """Refuse every model request from now on (and the extra routes too, unless told not to)."""
+        self._stopped = True
+        self._refuse_tools_when_stopped = refuse_tools
+        self.stats.hard_stopped = True
+        self._write_stats()
+
+    def _is_stopped(self) -> bool:
+        if not self._stopped and self.config.hard_stop_after_s is not None:
+            elapsed = self.elapsed()
+            if elapsed is not None and elapsed >= self.config.hard_stop_after_s:
+                self._stopped = True
+                self.stats.hard_stopped = True
+        return self._stopped
+
+    def _finish_now_due(self) -> bool:
+        after = self.config.finish_now_after_s
+        elapsed = self.elapsed()
+        return after is not None and elapsed is not None and elapsed >= after
+
+    def flush_records(self, timeout_s: float = 30.0) -> bool:
+        """Block until every record handed over so far is on disk (False if the bound passed)."""
+        return self.recorder.flush(timeout_s)
+
+    async def aclose(self) -> None:
+        """Close the upstream connections and the log. Call from the loop that served requests."""
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
+        self._write_stats()
+        self.recorder.close()
+
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or any(route.matches(scope)[0] != Match.NONE for route in self._tool_routes):
+            await self._tools_app(scope, receive, send)
+            return
+        response = await self._proxy(Request(scope, receive))
+        try:
+            await response(scope, receive, send)
+        finally:
+            unstarted = getattr(response, "gate_if_unstarted", None)
+            if unstarted is not None:
+                await unstarted()
+
+    # ----- requests --------------------------------------------------------------------------
+
+    def _next_id(self) -> str:
+        self._seq += 1
+        return f"{self._seq:06d}"
+
+    def _new_line(self, request: Request, kind: str) -> GateLogLine:
+        return GateLogLine(
+            time=utc_now(), t_s=self.elapsed(), id=self._next_id(), kind=kind, method=request.scope["method"],
+            path=request.scope["path"], status=0, latency_ms=0.0,
+        )
+
+    def _key_ok(self, request: Request) -> bool:
+        if self.config.key is None:
+            return True
+        auth = request.headers.get("authorization", "")
+        given = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
+        return hmac.compare_digest(given.encode(), self.config.key.encode())
+
+    @property
+    def pool(self) -> httpcore.AsyncConnectionPool:
+        # httpx's own transport core, used directly: the gate needs none of httpx's client layer
+        # (cookies, redirects, auth, URL models), which was the largest single share of its CPU.
+        # Made on first use so it belongs to the event loop that serves the requests.
+        if self._pool is None:
+            plain = self.config.upstream.startswith("http://")
+            ca_file = self.config.upstream_ca_file
+            self._pool = httpcore.AsyncConnectionPool(
+                max_connections=1024, max_keepalive_connections=64, keepalive_expiry=60.0, retries=0,
+                network_backend=AsyncioBackend() if plain else None,
+                ssl_context=ssl.create_default_context(cafile=str(ca_file)) if ca_file else None,
+            )
+        return self._pool
+
+    def _upstream_url(self, path: str, query: str) -> httpcore.URL:
+        """The client's /v1/... path under the upstream's base (whose own /v1 is not doubled)."""
+        prefix = self._upstream_prefix
+        target = prefix + path[3:] if prefix.endswith("/v1") else prefix + path
+        if query:
+            target = f"{target}?{query}"
+        return httpcore.URL(scheme=self._upstream_scheme, host=self._upstream_hostname,
+                            port=self._upstream_port, target=target.encode())
+
+    async def _proxy(self, request: Request) -> Response:
+        arrived = time.perf_counter()
+        line = self._new_line(request, "api")
+        self.last_request_id = line.id
+        self.stats.last_request_id = line.id
+        body = b""
+        try:
+            body = await request.body()
+            line.bytes_in = len(body)
+            if self._is_stopped():
+                return self._refuse(line, arrived, body, 403, "run_over", "hard stop",
+                                    "the run's hard stop has passed; the gate refuses every request")
+            if not self._key_ok(request):
+                return self._refuse(line, arrived, body, 401, "invalid_api_key", "wrong or missing key",
+                                    "wrong or missing API key (send the run's key as 'Authorization: Bearer KEY')")
+            api = classify(line.path)
+            line.api = api
+            if api is None:
+                return self._refuse(line, arrived, body, 404, "not_found", "path outside the API",
+                                    f"{line.path} is outside the API; the gate serves /v1/ only")
+            rewrite = None
+            send = body
+            if body and api != MODELS and request.method in ("POST", "PUT", "PATCH"):
+                try:
+                    parsed = _parse_json(body)
+                except (ValueError, UnicodeDecodeError):
+                    parsed = None
+                if isinstance(parsed, dict):
+                    rewrite = self._rewrite(api, parsed, line)
+                    send = _json_bytes(rewrite.body)
+                elif api in GENERATION_APIS:
+                    return self._refuse(line, arrived, body, 400, "invalid_body", "body not a JSON object",
+                                        "the request body must be one JSON object")
+            elif api in GENERATION_APIS and request.method == "POST":
+                return self._refuse(line, arrived, body, 400, "invalid_body", "empty body",
+                                    "the request body must be one JSON object")
+            return await self._forward(request, line, arrived, api, body, send, rewrite)
+        except Exception as exc:  # a gate bug must cost one answer, never the gate or the record
+            line.error = f"gate fault: {exc.__class__.__name__}: {exc}"
+            return self._answer_error(line, arrived, body, 500, "gate_error", line.error)
+
+    def _rewrite(self, api: str, parsed: dict[str, Any], line: GateLogLine) -> Rewrite:
+        cfg = self.config
+        due = api in GENERATION_APIS and self._finish_now_due()
+        rewrite = rewrite_request(
+            api, parsed, model=cfg.model, sampling=cfg.sampling, answer_limit=cfg.answer_limit,
+            finish_now_text=cfg.finish_now_text if due else None,
+        )
+        line.fields = {
+            path: FieldChange(present=c.requested is not ABSENT,
+                              requested=None if c.requested is ABSENT else c.requested, enforced=c.enforced)
+            for path, c in rewrite.changes.items()
+        }
+        if rewrite.shortened_why:
+            line.shortened = True
+            line.shortened_why = rewrite.shortened_why
+        if rewrite.injected:
+            line.injected = True
+            self.stats.finish_now_count += 1
+            if self.stats.finish_now_first_s is None:
+                self.stats.finish_now_first_s = line.t_s
+                self.stats.finish_now_first_at = line.time
+        return rewrite
+
+    async def _forward(
+        self, request: Request, line: GateLogLine, arrived: float, api: str,
+        body: bytes, send: bytes, rewrite: Rewrite | None,
+    ) -> Response:
+        t = self.config.upstream_timeout_s
+        headers = [(k, v) for k, v in request.headers.raw if k not in _DROP_UPSTREAM]
+        headers.append((b"host", self._upstream_host))
+        headers.append((b"accept-encoding", b"identity"))
+        if send or request.method in ("POST", "PUT", "PATCH"):
+            headers.append((b"content-length", str(len(send)).encode()))
+        if self.config.api_key_upstream:
+            headers.append((b"authorization", f"Bearer {self.config.api_key_upstream}".encode()))
+        upstream_request = httpcore.Request(
+            request.method, self._upstream_url(line.path, request.scope["query_string"].decode("latin-1")), headers=headers, content=send,
+            extensions={"timeout": {"connect": t.connect_s, "read": max(t.first_byte_s, t.stall_s) + 1,
+                                    "write": t.write_s, "pool": t.connect_s}},
+        )
+        bodies = (body, send if rewrite is not None and send != body else None)
+        try:
+            async with asyncio.timeout(t.first_byte_s):
+                upstream = await self.pool.handle_async_request(upstream_request)
+        except httpcore.ConnectTimeout as exc:
+            return self._upstream_fault(line, arrived, bodies, 504, "upstream_unreachable",
+                                        f"upstream did not accept a connection within {t.connect_s:g} s ({exc})")
+        except (httpcore.ConnectError, ConnectionRefusedError) as exc:
+            reason = str(exc) or exc.__class__.__name__
+            if connection_refused(exc):
+                return self._upstream_fault(line, arrived, bodies, 502, "upstream_refused",
+                                            f"upstream refused the connection: {reason}")
+            return self._upstream_fault(line, arrived, bodies, 502, "upstream_unreachable",
+                                        f"cannot connect to the upstream: {reason}")
+        except (TimeoutError, httpcore.TimeoutException):
+            return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
+                                        f"upstream sent no answer within {t.first_byte_s:g} s")
+        except _TRANSPORT_ERRORS as exc:
+            return self._upstream_fault(line, arrived, bodies, 502, "upstream_closed",
+                                        f"upstream closed the connection before answering: {exc.__class__.__name__} {exc}")
+        line.first_byte_ms = (time.perf_counter() - arrived) * 1000
+        out_headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                       for k, v in upstream.headers if k.lower() not in _DROP_DOWNSTREAM}
+        out_headers["x-showcase-request-id"] = line.id
+        status = upstream.status
+        if status < 400 and out_headers.get("content-type", "").startswith("text/event-stream"):
+            line.stream = True
+            line.status = status
+            tap = StreamTap(api, hide_usage=rewrite.hide_usage if rewrite else False)
+            started = [False]
+            response = StreamingResponse(
+                self._pipe(upstream, tap, line, arrived, bodies, started), status_code=status, headers=out_headers
+            )
+
+            async def if_unstarted() -> None:
+                # The client left before the stream's first read: the pipe never ran its finally.
+                if not started[0]:
+                    line.client_gone = True
+                    self._finish(line, arrived, bodies, b"", "response.sse", api, tap.facts)
+                    with anyio.CancelScope(shield=True):
+                        await upstream.aclose()
+
+            response.gate_if_unstarted = if_unstarted  # type: ignore[attr-defined]
+            return response
+        try:
+            async with asyncio.timeout(t.first_byte_s):
+                content = await upstream.aread()
+        except (TimeoutError, httpcore.TimeoutException):
+            return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
+                                        f"upstream body did not arrive within {t.first_byte_s:g} s")
+        except _TRANSPORT_ERRORS as exc:
+            return self._upstream_fault(line, arrived, bodies, 502, "upstream_reset",
+                                        f"upstream connection reset while sending the body: {exc.__class__.__name__}")
+        finally:
+            await upstream.aclose()
+        line.status = status
+        if status >= 400:
+            text = content.decode("utf-8", "replace")
+            line.error = f"upstream answered {status}: {text[:300]}"
+            try:
+                parsed = json.loads(content)
+                is_api_error = isinstance(parsed, dict) and "error" in parsed
+            except (ValueError, UnicodeDecodeError):
+                is_api_error = False
+            if not is_api_error:  # e.g. an HTML page from a proxy: the client gets the API's format
+                content = _json_bytes(error_object(line.error, "upstream_error", status))
+                out_headers["content-type"] = "application/json"
+        line.bytes_out = len(content)
+        return Response(
+            content, status_code=status, headers=out_headers,
+            background=BackgroundTask(self._finish_after, line, arrived, bodies, content, "response.json", api),
+        )
+
+    async def _pipe(self, upstream: httpcore.Response, tap: StreamTap, line: GateLogLine, arrived: float,
+                    bodies: tuple[bytes, bytes | None], started: list[bool]):
+        """Pass a stream on event by event; a fault mid-stream becomes an error event, then the end."""
+        started[0] = True
+        stall = self.config.upstream_timeout_s.stall_s
+        received: list[bytes] = []
+        chunks = upstream.aiter_stream()
+        ended = False
+        fault: tuple[str, str] | None = None
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(stall):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    fault = ("upstream_stall", f"upstream stalled: no bytes for {stall:g} s mid-stream")
+                    break
+                except (*_TRANSPORT_ERRORS, httpcore.TimeoutException) as exc:
+                    fault = ("upstream_reset", f"upstream connection reset mid-stream: {exc.__class__.__name__} {exc}".strip())
+                    break
+                received.append(chunk)
+                out = tap.feed(chunk)
+                if out:
+                    line.bytes_out += len(out)
+                    yield out
+            tail = tap.flush()
+            if fault is not None:
+                line.error = fault[1]
+                tail += stream_error_event(line.api or "", fault[1], fault[0])
+            if tail:
+                line.bytes_out += len(tail)
+                yield tail
+            ended = True
+        finally:
+            # Record first and without awaiting: when the client went away this task is being
+            # cancelled, and every await below would be cancelled again.
+            line.client_gone = not ended
+            if not line.error and tap.facts.error:
+                line.error = f"upstream error in stream: {tap.facts.error}"
+            self._finish(line, arrived, bodies, received, "response.sse", line.api or "", tap.facts)
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+
+    # ----- answers the gate gives itself -----------------------------------------------------
+
+    def _refuse(self, line: GateLogLine, arrived: float, body: bytes, status: int, code: str, why: str,
+                message: str) -> Response:
+        line.blocked = True
+        line.blocked_why = why
+        return self._answer_error(line, arrived, body, status, code, message)
+
+    def _upstream_fault(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
+                        status: int, code: str, message: str) -> Response:
+        line.error = message
+        return self._answer_error(line, arrived, bodies, status, code, message)
+
+    def _answer_error(self, line: GateLogLine, arrived: float, bodies: bytes | tuple[bytes, bytes | None],
+                      status: int, code: str, message: str) -> Response:
+        kind = "invalid_request_error" if status < 500 else "upstream_error"
+        if status == 500:
+            kind = "server_error"
+        content = _json_bytes(error_object(message, kind, code))
+        line.status = status
+        line.bytes_out = len(content)
+        if isinstance(bodies, bytes):
+            bodies = (bodies, None)
+        return Response(
+            content, status_code=status, media_type="application/json",
+            headers={"x-showcase-request-id": line.id},
+            background=BackgroundTask(self._finish_after, line, arrived, bodies, content, "response.json", line.api or ""),
+        )
+
+    # ----- records ---------------------------------------------------------------------------
+
+    async def _finish_after(self, *args: Any) -> None:
+        # Async on purpose: Starlette runs a sync background function in a worker thread, and the
+        # records and counters belong to the event loop's thread.
+        self._finish(*args)
+
+    def _finish(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
+                answer: bytes | list[bytes], answer_suffix: str, api: str, facts: AnswerFacts | None = None) -> None:
+        """Write the request's bodies, its log line and the stats. Synchronous on purpose (see _pipe)."""
+        line.latency_ms = round((time.perf_counter() - arrived) * 1000, 3)
+        if line.first_byte_ms is not None:
+            line.first_byte_ms = round(line.first_byte_ms, 3)
+        if facts is None and not line.blocked and api in GENERATION_APIS and isinstance(answer, bytes):
+            facts = read_answer(api, answer)
+        if facts is not None:
+            line.prompt_tokens = facts.prompt_tokens
+            line.answer_tokens = facts.answer_tokens
+            line.finish_reason = facts.finish_reason
+        request_body, upstream_body = bodies
+        kept = [
+            self.recorder.body(line.id, "request.json", request_body) if request_body else None,
+            self.recorder.body(line.id, "upstream.json", upstream_body) if upstream_body else None,
+            self.recorder.body(line.id, answer_suffix, answer) if answer else None,
+        ]
+        line.bodies = [name for name in kept if name]
+        self._count(line)
+        self.recorder.line(line)
+        self._write_stats()
+
+    def _count(self, line: GateLogLine) -> None:
+        s = self.stats
+        if line.kind == "tool":
+            s.tool_requests += 1
+        else:
+            s.requests += 1
+        if line.blocked:
+            s.blocked += 1
+            why = line.blocked_why or "?"
+            # A new dict, not an update: start_clock()/hard_stop() may serialise the stats from the
+            # run's own thread at this moment, and must never see a dict change size under it.
+            s.blocked_why = {**s.blocked_why, why: s.blocked_why.get(why, 0) + 1}
+        elif line.error and line.kind == "api":
+            s.errors += 1
+        if line.shortened:
+            s.shortened += 1
+        s.prompt_tokens += line.prompt_tokens or 0
+        s.answer_tokens += line.answer_tokens or 0
+
+    def _write_stats(self) -> None:
+        self.stats.updated_at = utc_now()
+        self.recorder.stats(self.stats)
+
+    # ----- the run's own endpoints -----------------------------------------------------------
+
+    def _tool_route(self, route: Route) -> Route:
+        """The same route, behind the run's key and the hard stop, logged as kind 'tool'."""
+        endpoint = route.endpoint
+
+        async def guarded(request: Request) -> Response:
+            arrived = time.perf_counter()
+            line = self._new_line(request, "tool")
+            if self._is_stopped() and self._refuse_tools_when_stopped:
+                return self._refuse(line, arrived, b"", 403, "run_over", "hard stop",
+                                    "the run's hard stop has passed; the gate refuses every request")
+            if not self._key_ok(request):
+                return self._refuse(line, arrived, b"", 401, "invalid_api_key", "wrong or missing key",
+                                    "wrong or missing API key (send the run's key as 'Authorization: Bearer KEY')")
+            try:
+                if inspect.iscoroutinefunction(endpoint):
+                    response = await endpoint(request)
+                else:
+                    response = await run_in_threadpool(endpoint, request)
+            except Exception as exc:
+                line.error = f"{exc.__class__.__name__}: {exc}"
+                return self._answer_error(line, arrived, b"", 500, "tool_error", line.error)
+            line.status = response.status_code
+            self._finish(line, arrived, (b"", None), b"", "response.json", "")
+            return response
+
+        return Route(route.path, guarded, methods=list(route.methods or ["GET"]), name=route.name)
+
+
+def create_gate(
+    config: GateConfig,
+    clock: Callable[[], float] = time.monotonic,
+    extra_routes: list[Route] | None = None,
+) -> Gate:
+    """A gate for one run; its records go to config.log_dir (which must not hold a gate.log yet)."""
+    return Gate(config, clock=clock, extra_routes=extra_routes)

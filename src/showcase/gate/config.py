@@ -1,0 +1,108 @@
+"""What one gate enforces: the run's settings, as one pydantic model the run orchestrator fills."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from showcase.errors import UserError
+
+# Fields the gate owns; a sampling file that set them would fight the gate's own rewriting.
+RESERVED_SAMPLING_FIELDS = frozenset(
+    {"model", "messages", "prompt", "input", "stream", "stream_options", "tools", "tool_choice",
+     "max_tokens", "max_completion_tokens", "max_output_tokens"}
+)
+
+
+class UpstreamTimeouts(BaseModel):
+    """Bounds on every wait for the upstream; a fault past one is answered, never waited out."""
+
+    connect_s: float = Field(10.0, gt=0, description="TCP/Unix connect to the upstream")
+    first_byte_s: float = Field(
+        1800.0, gt=0,
+        description="from sending the request to the response headers; for a non-streamed request "
+        "that is the whole answer, so this bound is long",
+    )
+    stall_s: float = Field(300.0, gt=0, description="longest silence between two chunks once a body flows")
+    write_s: float = Field(60.0, gt=0, description="sending the request body upstream")
+
+
+class GateConfig(BaseModel):
+    """Everything the gate enforces on the wire for one run."""
+
+    upstream: str = Field(
+        description="base URL of the user's OpenAI-compatible endpoint, as the openai SDK takes it "
+        "(e.g. http://127.0.0.1:8000/v1); a base without /v1 gets the client's /v1 path appended"
+    )
+    model: str = Field(description="model name forced into every request")
+    api_key_upstream: str | None = Field(None, description="Bearer key sent to the upstream; None sends no Authorization")
+    key: str | None = Field(
+        None, description="per-run key the client must present as 'Authorization: Bearer KEY'; None = no key check"
+    )
+    sampling: dict[str, Any] = Field(
+        default_factory=dict,
+        description="fields forced into every generation request; nested objects are merged key by key "
+        "(e.g. chat_template_kwargs.enable_thinking)",
+    )
+    sampling_source: str | None = Field(None, description="where the sampling came from (file path), for the record")
+    answer_limit: int | None = Field(
+        None, gt=0, description="answer tokens: set where a request has none, capped where it asks more"
+    )
+    finish_now_after_s: float | None = Field(
+        None, ge=0, description="from this many seconds after the run's start, append the finish-now user turn"
+    )
+    finish_now_text: str | None = Field(None, description="the task's finish-now message")
+    hard_stop_after_s: float | None = Field(
+        None, ge=0, description="from this many seconds after the run's start, refuse every request"
+    )
+    log_dir: Path = Field(description="folder for gate.log, gate-stats.json and bodies/")
+    upstream_timeout_s: UpstreamTimeouts = Field(
+        default_factory=UpstreamTimeouts, description="connect / first byte / stall bounds on the upstream"
+    )
+    upstream_ca_file: Path | None = Field(
+        None, description="PEM file of the CA that signed an HTTPS upstream's certificate (default: certifi's CAs)"
+    )
+    keep_bodies: bool = Field(True, description="keep each request and response body under log_dir/bodies/")
+
+    @field_validator("upstream")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"upstream must be an http(s) URL, got {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("sampling")
+    @classmethod
+    def _no_reserved(cls, value: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(RESERVED_SAMPLING_FIELDS & value.keys())
+        if clash:
+            raise ValueError(
+                f"sampling may not set {', '.join(clash)}: the gate sets the model, the answer limit "
+                "(--answer-limit) and streaming itself"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _finish_now_has_text(self) -> "GateConfig":
+        if self.finish_now_after_s is not None and not self.finish_now_text:
+            raise ValueError("finish_now_after_s is set but finish_now_text is empty")
+        return self
+
+
+def load_sampling(path: Path) -> dict[str, Any]:
+    """Read a sampling file: one JSON object of request fields. Bad input is a one-line UserError."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"sampling file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"sampling file {path}: cannot read it ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"sampling file {path}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"sampling file {path}: must hold one JSON object of request fields, got {type(data).__name__}")
+    clash = sorted(RESERVED_SAMPLING_FIELDS & data.keys())
+    if clash:
+        raise UserError(f"sampling file {path}: may not set {', '.join(clash)} (the gate sets these itself)")
+    return data

@@ -1,0 +1,200 @@
+"""The gate's records: gate.log (one JSON line per request), bodies/ beside it, gate-stats.json.
+
+gate.log is append-only and each line is written whole in one call; gate-stats.json is replaced
+atomically (temp file + os.replace). The files are written by one writer thread, in the order the
+gate hands them over, so disk time never stalls the event loop that serves requests; close()
+drains it (a hard kill of the process loses at most the few writes not yet done).
+"""
+
+import json
+import os
+import queue
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from showcase.errors import UserError
+
+LOG_NAME = "gate.log"
+STATS_NAME = "gate-stats.json"
+BODIES_DIR = "bodies"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class FieldChange(BaseModel):
+    """One request field the gate enforced."""
+
+    present: bool = Field(description="whether the client's request had this field at all")
+    requested: Any = Field(None, description="the client's value (null when absent)")
+    enforced: Any = Field(description="the value sent upstream")
+
+
+class GateLogLine(BaseModel):
+    """One request through the gate: one line of gate.log."""
+
+    time: str = Field(description="UTC time the request arrived (ISO 8601)")
+    t_s: float | None = Field(description="seconds since the run's start when it arrived; null before the clock started")
+    id: str = Field(description="request id, unique in the run, in arrival order; names the body files")
+    kind: Literal["api", "tool"] = Field(description="'api' for a model API request, 'tool' for the run's own endpoints")
+    method: str = Field(description="HTTP method")
+    path: str = Field(description="request path as the client sent it (query string excluded)")
+    api: str | None = Field(
+        None, description="chat, completions, responses, models or other (another /v1 path); null outside the API"
+    )
+    stream: bool = Field(False, description="whether the answer was a server-sent event stream")
+    status: int = Field(description="HTTP status the client got")
+    fields: dict[str, FieldChange] = Field(
+        default_factory=dict, description="requested vs enforced value of every field the gate forces, by dotted path"
+    )
+    prompt_tokens: int | None = Field(None, description="prompt tokens as the upstream counted them")
+    answer_tokens: int | None = Field(None, description="answer (completion/output) tokens as the upstream counted them")
+    latency_ms: float = Field(description="from the request's arrival to the answer's last byte")
+    first_byte_ms: float | None = Field(None, description="from arrival to the upstream's response headers")
+    finish_reason: str | None = Field(None, description="finish reason (chat/completions) or response status (Responses API)")
+    injected: bool = Field(False, description="the finish-now message was appended to this request")
+    blocked: bool = Field(False, description="the gate refused the request (it never reached the upstream)")
+    blocked_why: str | None = Field(None, description="why it was refused")
+    shortened: bool = Field(False, description="the request asked for more answer tokens than the answer limit")
+    shortened_why: str | None = Field(None, description="which field asked how much")
+    error: str | None = Field(None, description="upstream fault (refused, 4xx/5xx, reset, stall), as told to the client")
+    client_gone: bool = Field(False, description="the client closed the connection before the answer ended")
+    bytes_in: int = Field(0, description="request body size as received")
+    bytes_out: int = Field(0, description="answer body size as sent to the client")
+    bodies: list[str] = Field(default_factory=list, description="body files kept for this request, relative to the log folder")
+
+
+class GateStats(BaseModel):
+    """The gate's counters: gate-stats.json, rewritten atomically as each request finishes."""
+
+    started_at: str = Field(description="UTC time the gate was created")
+    clock_started_at: str | None = Field(None, description="UTC time of the run's t=0 (start_clock); null if never started")
+    updated_at: str = Field(description="UTC time of the last update")
+    requests: int = Field(0, description="model API requests finished (blocked ones included)")
+    errors: int = Field(0, description="requests that ended in an upstream fault (refused, 4xx/5xx, reset, stall)")
+    blocked: int = Field(0, description="requests the gate refused")
+    blocked_why: dict[str, int] = Field(default_factory=dict, description="refused requests by reason")
+    shortened: int = Field(0, description="requests whose answer limit was capped")
+    prompt_tokens: int = Field(0, description="sum of prompt tokens the upstream reported")
+    answer_tokens: int = Field(0, description="sum of answer tokens the upstream reported")
+    finish_now_count: int = Field(0, description="requests that got the finish-now message")
+    finish_now_first_s: float | None = Field(None, description="seconds since the run's start of the first finish-now")
+    finish_now_first_at: str | None = Field(None, description="UTC time of the first finish-now")
+    tool_requests: int = Field(0, description="requests to the run's own endpoints (kind 'tool')")
+    hard_stopped: bool = Field(False, description="the gate refuses everything (the run's hard stop passed)")
+    last_request_id: str | None = Field(None, description="id of the latest model API request received")
+
+
+class GateRecorder:
+    """Writes the records into one folder. A folder that already holds a gate.log is refused:
+    ids would collide and two runs' lines would mix."""
+
+    def __init__(self, log_dir: Path, keep_bodies: bool = True) -> None:
+        self.dir = Path(log_dir)
+        self._dir_str = str(self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.dir / LOG_NAME
+        self.stats_path = self.dir / STATS_NAME
+        self.bodies_dir = self.dir / BODIES_DIR
+        if self.log_path.exists() and self.log_path.stat().st_size > 0:
+            raise UserError(f"{self.log_path} already holds a gate log; give the gate an empty log folder")
+        self.keep_bodies = keep_bodies
+        if keep_bodies:
+            self.bodies_dir.mkdir(exist_ok=True)
+        self._log = open(self.log_path, "a", encoding="utf-8")
+        self.write_errors: list[str] = []  # what could not be written (disk full...), for whoever asks
+        self._queue: queue.Queue = queue.Queue()
+        self._writer = threading.Thread(target=self._write_loop, name="showcase-gate-records", daemon=True)
+        self._writer.start()
+
+    def body_name(self, request_id: str, suffix: str) -> str | None:
+        """Where a body will be kept, relative to the log folder (None when bodies are off)."""
+        return f"{BODIES_DIR}/{request_id}.{suffix}" if self.keep_bodies else None
+
+    def body(self, request_id: str, suffix: str, data: bytes | list[bytes]) -> str | None:
+        """Keep one body (written in the background); returns its name relative to the log folder."""
+        name = self.body_name(request_id, suffix)
+        if name is not None:
+            self._queue.put(("body", f"{self._dir_str}/{name}", data))
+        return name
+
+    def line(self, line: GateLogLine) -> None:
+        """Hand over a finished line (serialised in the writer thread: nothing changes it any more)."""
+        self._queue.put(("line", None, line))
+
+    def stats(self, stats: GateStats) -> None:
+        # Serialised now, in the caller's thread: the stats object keeps changing after this call.
+        self._queue.put(("stats", None, stats.model_dump_json(indent=2) + "\n"))
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until everything handed over so far is on disk; False if the bound passed."""
+        done = threading.Event()
+        self._queue.put(("mark", None, done))
+        return done.wait(timeout_s)
+
+    def _write_loop(self) -> None:
+        pending_stats: str | None = None
+        while True:
+            if pending_stats is not None and self._queue.empty():
+                # Stats are written once the queue is drained: a burst of requests costs one
+                # replace of gate-stats.json, not one each, and the file is still current.
+                self._guarded("stats", self.stats_path, self._write_stats, pending_stats)
+                pending_stats = None
+            kind, path, data = self._queue.get()
+            if kind == "stats":
+                pending_stats = data
+            elif kind == "line":
+                self._guarded(kind, self.log_path, self._write_line, data)
+            elif kind == "body":
+                self._guarded(kind, path, self._write_body, path, data)
+            elif kind == "mark":
+                if pending_stats is not None:
+                    self._guarded("stats", self.stats_path, self._write_stats, pending_stats)
+                    pending_stats = None
+                data.set()
+            elif kind == "stop":
+                if pending_stats is not None:
+                    self._guarded("stats", self.stats_path, self._write_stats, pending_stats)
+                return
+
+    def _guarded(self, kind: str, path: Path, write, *args: Any) -> None:
+        try:
+            write(*args)
+        except OSError as exc:  # a full disk costs that file; the writer goes on with the next
+            self.write_errors.append(f"{kind} {path}: {exc}")
+
+    def _write_line(self, line: GateLogLine) -> None:
+        self._log.write(line.model_dump_json() + "\n")
+        self._log.flush()
+
+    def _write_stats(self, text: str) -> None:
+        tmp = self.stats_path.with_name(f".{STATS_NAME}.tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, self.stats_path)
+
+    @staticmethod
+    def _write_body(path: str, data: bytes | list[bytes]) -> None:
+        with open(path, "wb") as out:
+            if isinstance(data, list):
+                out.writelines(data)
+            else:
+                out.write(data)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Write everything still queued, then close the log."""
+        if self._writer.is_alive():
+            self._queue.put(("stop", None, None))
+            self._writer.join(timeout_s)
+        if not self._log.closed:
+            self._log.close()
+
+
+def read_log(path: Path) -> list[GateLogLine]:
+    """All lines of a gate.log, validated."""
+    return [GateLogLine.model_validate(json.loads(text)) for text in Path(path).read_text().splitlines() if text.strip()]
