@@ -83,6 +83,7 @@ class _GateHandler(BaseHTTPRequestHandler):
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = 5  # small on purpose: the relay must wait for the backlog, not drop connections
     gate: "StandInGate"
 
 

@@ -14,9 +14,11 @@ reached the client gets an HTTP 502 with a one-line reason instead of a bare res
 import argparse
 import asyncio
 import signal
+import socket
 import sys
 
 CHUNK = 65536
+CONNECT_TIMEOUT_S = 30
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -41,6 +43,18 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         pass
 
 
+def _connect_unix(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(CONNECT_TIMEOUT_S)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
 def _bad_gateway(reason: str) -> bytes:
     body = f'{{"error": {{"message": "sandbox relay: gate unreachable: {reason}", "type": "relay_error"}}}}\n'
     return (
@@ -52,7 +66,10 @@ def _bad_gateway(reason: str) -> bytes:
 def make_handler(socket_path: str):
     async def handle(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         try:
-            gate_reader, gate_writer = await asyncio.open_unix_connection(socket_path)
+            # A blocking connect (in a thread) waits while the gate's accept backlog is full, where a
+            # non-blocking one fails with EAGAIN; bounded by CONNECT_TIMEOUT_S.
+            sock = await asyncio.get_running_loop().run_in_executor(None, _connect_unix, socket_path)
+            gate_reader, gate_writer = await asyncio.open_unix_connection(sock=sock)
         except OSError as exc:
             try:
                 client_writer.write(_bad_gateway(exc.strerror or exc.__class__.__name__))
