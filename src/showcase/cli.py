@@ -23,10 +23,14 @@ err = Console(stderr=True)
 # Modules with a `register(app)` that adds their commands; one line per part of the engine.
 COMMAND_MODULES = [
     "showcase.doctor",
+    "showcase.sandbox.cli",
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
-SCHEMAS: dict[str, str] = {}
+SCHEMAS: dict[str, str] = {
+    "sandbox-spec": "showcase.sandbox.base.SandboxSpec",
+    "harness": "showcase.harness.Harness",
+}
 
 
 @app.callback(invoke_without_command=True)

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import signal
 import socket
+import struct
 import sys
 
 CHUNK = 65536
@@ -45,7 +46,10 @@ async def _close(writer: asyncio.StreamWriter) -> None:
 
 def _connect_unix(path: str) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(CONNECT_TIMEOUT_S)
+    # Truly blocking (a Python timeout would make the fd non-blocking and fail with EAGAIN on a
+    # full backlog); the kernel bounds the wait for the peer by SO_SNDTIMEO.
+    sock.setblocking(True)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", CONNECT_TIMEOUT_S, 0))
     try:
         sock.connect(path)
     except OSError:
