@@ -7,7 +7,6 @@ on any engine, local or remote). An out-of-memory kill is read from the engine's
 (`oom` events of this container) and confirmed by the container's State.OOMKilled at the end.
 """
 
-import io
 import os
 import shutil
 import tarfile
@@ -355,21 +354,42 @@ class DockerSandbox(Sandbox):
 
     # --- copy, stop, kill, remove, audit ---------------------------------------------------------
 
-    def copy_out(self, container_path: str, host_path: Path) -> None:
+    def copy_out(self, container_path: str, host_path: Path, timeout_s: float = 600) -> None:
+        """Through `tar` run inside (the engine's archive API cannot see tmpfs mounts such as the home)."""
         self._need_container()
         host_path = Path(host_path)
-        try:
-            chunks, stat = self.container.get_archive(container_path)
-        except docker.errors.NotFound:
-            raise UserError(f"nothing at {container_path} in the sandbox") from None
+        path = container_path.rstrip("/") or "/"
+        parent, name = os.path.split(path)
         host_path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".copy-", dir=host_path.parent) as tmp:
-            buf = io.BytesIO(b"".join(chunks))
-            with tarfile.open(fileobj=buf) as tar:
-                tar.extractall(tmp, filter="data")
-            extracted = Path(tmp) / stat["name"]
+            archive = Path(tmp) / "out.tar"
+            exec_id = self.client.api.exec_create(self.container_id, ["tar", "-C", parent or "/", "-cf", "-", name],
+                                                  user=self.spec.user)["Id"]
+            gen = self.stream_client.api.exec_start(exec_id, stream=True, demux=True)
+            errors = bytearray()
+            with open(archive, "wb") as sink:
+                def pump():
+                    for out, err in gen:
+                        if out:
+                            sink.write(out)
+                        if err:
+                            errors.extend(err[:4096])
+                reader = threading.Thread(target=pump, daemon=True)
+                reader.start()
+                reader.join(timeout_s)
+                if reader.is_alive():
+                    raise InfraError(f"copying {container_path} out took over {timeout_s:.0f} s")
+            code = self.client.api.exec_inspect(exec_id).get("ExitCode")
+            if code != 0:
+                message = errors.decode(errors="replace").strip()
+                if "No such file" in message or "Cannot stat" in message:
+                    raise UserError(f"nothing at {container_path} in the sandbox")
+                raise InfraError(f"copying {container_path} out failed (tar exit {code}): {message[:200]}")
+            with tarfile.open(archive) as tar:
+                tar.extractall(Path(tmp) / "x", filter="data")
+            extracted = Path(tmp) / "x" / name
             if host_path.is_dir() and not extracted.is_dir():
-                host_path = host_path / stat["name"]
+                host_path = host_path / name
             if host_path.is_dir():
                 shutil.rmtree(host_path)
             os.replace(extracted, host_path)
