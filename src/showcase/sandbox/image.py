@@ -41,7 +41,7 @@ BASE_PACKAGES = [
 ]
 # Bump when the way the base is made changes (it is part of the hash).
 BASE_RECIPE = 1
-LAYER_RECIPE = 1
+LAYER_RECIPE = 2
 AGENT_UID = 1000
 BASE_REPO = "showcase-base"
 LAYER_REPO = "showcase-sandbox"
@@ -297,6 +297,7 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
             target.mkdir()
         if wheels:
             shutil.copytree(wheels, target / "wheels", ignore=shutil.ignore_patterns(".complete"))
+        _readable_by_all(target)  # COPY keeps modes; the sandbox user must read /opt/harness
         log = cache_dir() / "logs" / f"layer-{name}-{digest[:16]}.log"
         log.parent.mkdir(exist_ok=True)
         error = None
@@ -320,6 +321,16 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
         raise InfraError(f"building {tag} failed: {(error or 'no image').strip()[:300]}; see {log}")
     _say(progress, f"layer: {tag} ready ({time.monotonic() - started:.0f} s)")
     return tag
+
+
+def _readable_by_all(root: Path) -> None:
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o7777
+        wanted = mode | (0o755 if path.is_dir() or mode & 0o111 else 0o644)
+        if wanted != mode:
+            path.chmod(wanted)
 
 
 def image_digest(tag: str) -> str:
