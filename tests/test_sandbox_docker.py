@@ -131,7 +131,7 @@ def test_stop_ends_everything_within_the_grace(sandbox, tmp_path):
     # an agent that ignores SIGTERM: stop must still end it (SIGKILL after the grace)
     handle = sandbox.start_process(["sh", "-c", "trap '' TERM; while true; do sleep 1; done"], log_path=tmp_path / "x.log")
     sandbox.stop(grace_s=1)
-    assert sandbox.exit_info().how in ("exited", "killed")
+    assert sandbox.sandbox_exit_info().how in ("exited", "killed")
     assert sandbox.wait(10, handle).how == "killed"
     sandbox.remove()
     assert sandbox.leak_audit() == []

@@ -178,6 +178,10 @@ class Sandbox(ABC):
         """How a started process (default: the last one; none started: the sandbox) ended, or 'running'."""
 
     @abstractmethod
+    def sandbox_exit_info(self) -> ExitInfo:
+        """How the sandbox itself (its main process) ended, or 'running'; oom if an OOM kill happened in it."""
+
+    @abstractmethod
     def kill_process(self, handle: ProcessHandle | None = None) -> None:
         """Kill a started process and its process group now."""
 

@@ -87,9 +87,11 @@ def image_list(as_json: bool = typer.Option(False, "--json", help="Print JSON on
     if as_json:
         print(json.dumps(images, indent=2))
         return
-    table = Table("kind", "harness", "tags", "id", "size MB", "created")
+    table = Table("kind", "harness", "id", "size MB", "created", "tags")
+    table.columns[-1].overflow = "fold"
     for i in images:
-        table.add_row(i["kind"] or "", i["harness"] or "", ", ".join(i["tags"]), i["id"][7:19], str(i["size_mb"]), (i["created"] or "")[:19])
+        table.add_row(i["kind"] or "", i["harness"] or "", i["id"][7:19], str(i["size_mb"]),
+                      (i["created"] or "")[:16].replace("T", " "), ", ".join(i["tags"]) or "(untagged)")
     out.print(table)
 
 

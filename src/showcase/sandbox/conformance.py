@@ -473,7 +473,8 @@ def check_kill_leaves_nothing(run: Conformance) -> tuple[bool, str]:
     sandbox = run.sandbox
     handle = sandbox.start_process(["sh", "-c", "sleep 1000 & exec sleep 1001"], log_path=run.tmp / "sleeper.log")
     sandbox.exec(["sh", "-c", "setsid sleep 1002 >/dev/null 2>&1 &"], timeout_s=30)
-    before = sandbox.exec(["ps", "-eo", "args"], timeout_s=30).stdout.count("sleep 100")
+    ps = sandbox.exec(["ps", "-eo", "args"], timeout_s=30).stdout
+    before = sum(1 for line in ps.splitlines() if line.startswith("sleep 100"))
     sandbox.kill()
     info = sandbox.exit_info(handle)
     sandbox.remove()

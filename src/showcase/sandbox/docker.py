@@ -1,7 +1,7 @@
 """The Docker backend (Docker SDK): one container per run, the relay as its main process.
 
 The container's command is the relay (under Docker's init as PID 1); the agent and every other
-command are `exec`s, each started as `sh -c 'echo $$ > PIDFILE; exec CMD'` so that we know its
+command are `exec`s, each started as `sh -c 'echo $$ > PIDFILE; CMD'` so that we know its
 process-group/session id and can kill its whole tree from inside (a timeout that really kills,
 on any engine, local or remote). An out-of-memory kill is read from the engine's event stream
 (`oom` events of this container) and confirmed by the container's State.OOMKilled at the end.
@@ -203,7 +203,9 @@ class DockerSandbox(Sandbox):
         if not cmd:
             raise UserError("empty command")
         pid_file = f"{PID_DIR}/.showcase-exec-{uuid.uuid4().hex[:12]}.pid"
-        wrapped = ["sh", "-c", f'echo $$ > {pid_file}; exec "$@"', "sh", *cmd]
+        # The shell leads the exec's own session/process group (the engine starts each exec in a new
+        # session); its id in pid_file lets us kill the group. It removes the file when done.
+        wrapped = ["sh", "-c", f'echo $$ > {pid_file}; "$@"; rc=$?; rm -f {pid_file}; exit $rc', "sh", *cmd]
         try:
             exec_id = self.client.api.exec_create(
                 self.container_id, wrapped, stdout=True, stderr=True, stdin=False, tty=False,
@@ -237,8 +239,6 @@ class DockerSandbox(Sandbox):
         if timed_out:
             self._kill_group(pid_file)
             stream.thread.join(10)
-        else:
-            self._remove_pid_file(pid_file)
         info = self.client.api.exec_inspect(exec_id)
         stderr = stream.stderr.decode(errors="replace")
         if stream.truncated:
@@ -248,13 +248,6 @@ class DockerSandbox(Sandbox):
             stdout=stream.stdout.decode(errors="replace"), stderr=stderr,
             timed_out=timed_out, seconds=time.monotonic() - started,
         )
-
-    def _remove_pid_file(self, pid_file: str) -> None:
-        try:
-            exec_id = self.client.api.exec_create(self.container_id, ["rm", "-f", pid_file], user=self.spec.user)["Id"]
-            self.client.api.exec_start(exec_id, detach=True)
-        except docker.errors.APIError:
-            pass
 
     # --- long-running process ------------------------------------------------------------------------
 
@@ -291,7 +284,7 @@ class DockerSandbox(Sandbox):
     def _wait_container(self, timeout_s: float) -> ExitInfo:
         deadline = time.monotonic() + timeout_s
         while True:
-            info = self.exit_info()
+            info = self.sandbox_exit_info()
             if info.how != "running" or time.monotonic() >= deadline:
                 return info
             time.sleep(0.2)
@@ -310,16 +303,7 @@ class DockerSandbox(Sandbox):
         self._need_container()
         handle = self._handle(handle)
         if handle is None:
-            try:
-                state = self.client.api.inspect_container(self.container_id)["State"]
-            except docker.errors.NotFound:
-                return ExitInfo(how="killed", exit_code=None)
-            if state.get("Running"):
-                return ExitInfo(how="running")
-            oom = bool(state.get("OOMKilled"))
-            code = state.get("ExitCode")
-            how = "oom" if oom else ("killed" if code in (137, 143) else "exited")
-            return ExitInfo(how=how, exit_code=code, oom_killed=oom, finished_at=_parse_engine_time(state.get("FinishedAt")))
+            return self.sandbox_exit_info()
         try:
             info = self.client.api.exec_inspect(handle.id)
         except docker.errors.NotFound:  # the container is gone, and the process with it
@@ -338,6 +322,20 @@ class DockerSandbox(Sandbox):
         else:
             how = "exited"
         return ExitInfo(how=how, exit_code=code, oom_killed=oom, finished_at=handle.backend_state["ended_at"])
+
+    def sandbox_exit_info(self) -> ExitInfo:
+        """How the container itself ended (State.OOMKilled: an OOM kill happened in it at any time)."""
+        self._need_container()
+        try:
+            state = self.client.api.inspect_container(self.container_id)["State"]
+        except docker.errors.NotFound:
+            return ExitInfo(how="killed", exit_code=None)
+        if state.get("Running"):
+            return ExitInfo(how="running")
+        oom = bool(state.get("OOMKilled"))
+        code = state.get("ExitCode")
+        how = "oom" if oom else ("killed" if code in (137, 143) else "exited")
+        return ExitInfo(how=how, exit_code=code, oom_killed=oom, finished_at=_parse_engine_time(state.get("FinishedAt")))
 
     def _safe_oom(self, handle: ProcessHandle) -> bool:
         try:
@@ -421,7 +419,7 @@ class DockerSandbox(Sandbox):
                 raise InfraError(f"killing the sandbox failed: {exc.explanation or exc}") from None
         # The engine answers before the process is reaped: wait (bounded) until it is not running.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and self.exit_info(None if not self._processes else None).how == "running":
+        while time.monotonic() < deadline and self.sandbox_exit_info().how == "running":
             time.sleep(0.05)
 
     def remove(self) -> None:
