@@ -154,6 +154,6 @@ def test_start_refuses_bad_input_clearly(image, folders, tmp_path):
         DockerSandbox().start(SandboxSpec(image="showcase-missing:none", workdir_host=work, gate_dir_host=gate.dir))
     with pytest.raises(UserError, match="gate folder"):
         DockerSandbox().start(SandboxSpec(image=image, workdir_host=work, gate_dir_host=tmp_path / "nowhere"))
-    with pytest.raises(UserError, match="not a size"):
+    with pytest.raises(ValueError, match="not a size"):
         SandboxSpec(image=image, workdir_host=work, gate_dir_host=gate.dir, memory="lots")
     assert not docker.from_env().containers.list(all=True, filters={"label": "showcase.sandbox"})

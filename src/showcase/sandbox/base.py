@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from showcase.errors import UserError
 
@@ -75,14 +75,20 @@ class SandboxSpec(BaseModel):
     @field_validator("memory", "tmpfs_tmp", "tmpfs_home")
     @classmethod
     def _size(cls, value: str) -> str:
-        parse_size(value)
+        try:
+            parse_size(value)
+        except UserError as exc:  # pydantic reports ValueErrors with the field's name
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("memory_swap")
     @classmethod
     def _swap(cls, value: str | None) -> str | None:
         if value is not None and value != "-1":
-            parse_size(value)
+            try:
+                parse_size(value)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @property
@@ -110,6 +116,33 @@ class SandboxSpec(BaseModel):
             env["OPENAI_API_KEY"] = self.api_key
         env.update(self.env)
         return env
+
+
+# Fields a user may set from the command line (`--sandbox KEY=VALUE`, repeatable); the rest
+# (image, folders, key, labels) belong to the run.
+OVERRIDABLE = ("memory", "memory_swap", "cpus", "pids_limit", "tmpfs_tmp", "tmpfs_home", "read_only_root",
+               "drop_capabilities", "no_new_privileges", "init", "network", "relay_port", "user")
+
+
+def spec_overrides(pairs: list[str]) -> dict[str, Any]:
+    """['memory=2g', 'cpus=2'] -> {'memory': '2g', 'cpus': 2.0}, checked against SandboxSpec's fields.
+
+    For the run's CLI: one repeatable flag maps every limit without a flag per field.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in OVERRIDABLE:
+            raise UserError(f"bad sandbox option {pair!r}: use KEY=VALUE with KEY one of {', '.join(OVERRIDABLE)}")
+        out[key] = value.strip()
+    probe = {"image": "x", "workdir_host": Path("."), "gate_dir_host": Path("."), **out}
+    try:
+        checked = SandboxSpec.model_validate(probe)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(f"bad sandbox option {first['loc'][0]}={out.get(first['loc'][0])!r}: {first['msg']}") from None
+    return {key: getattr(checked, key) for key in out}
 
 
 class ExecResult(BaseModel):
