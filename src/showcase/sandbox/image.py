@@ -19,12 +19,14 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import docker
 import docker.errors
+import requests
 
 from showcase.errors import InfraError, UserError
 from showcase.harness import Harness, load_harness
@@ -121,26 +123,26 @@ def _image_exists(client: docker.DockerClient, ref: str) -> bool:
 
 
 def _run_logged(cmd: list[str], log: Path, timeout_s: float, progress: Progress, what: str) -> None:
-    """Run a build tool, its output appended to `log`, each line offered to `progress`."""
+    """Run a build tool, its output appended to `log`, each line offered to `progress`; killed at timeout_s."""
     with open(log, "ab") as sink:
         sink.write(f"\n$ {' '.join(cmd)}\n".encode())
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        assert proc.stdout
-        for raw in proc.stdout:
-            sink.write(raw)
-            line = raw.decode(errors="replace").strip()
-            if line.startswith(("I: ", "Collecting", "Saved", "Downloading")):
-                _say(progress, f"{what}: {line.removeprefix('I: ')}")
-            if time.monotonic() > deadline:
-                proc.kill()
-                break
+        watchdog = threading.Timer(timeout_s, proc.kill)  # a silent hang is bounded too
+        watchdog.start()
         try:
-            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            assert proc.stdout
+            for raw in proc.stdout:
+                sink.write(raw)
+                line = raw.decode(errors="replace").strip()
+                if line.startswith(("I: ", "Collecting", "Saved", "Downloading")):
+                    _say(progress, f"{what}: {line.removeprefix('I: ')}")
             code = proc.wait()
-    if code != 0 or time.monotonic() > deadline:
+        finally:
+            timed_out = not watchdog.is_alive() and proc.returncode is not None and proc.returncode < 0
+            watchdog.cancel()
+    if timed_out:
+        raise InfraError(f"{what} took over {timeout_s:.0f} s and was stopped; see {log}")
+    if code != 0:
         raise InfraError(f"{what} failed (exit {code}); see {log}")
 
 
@@ -200,7 +202,7 @@ def ensure_base(progress: Progress = None) -> str:
         try:
             client.api.import_image_from_stream(chunks(), repository=BASE_REPO, tag=f"{SUITE}-{digest[:16]}",
                                                 changes=changes)
-        except docker.errors.APIError as exc:
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             raise InfraError(f"docker import of the base failed: {exc}") from None
         finally:
             tar.kill()
@@ -315,8 +317,8 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
                     if "error" in chunk:
                         error = chunk["error"]
                         sink.write(f"ERROR: {error}\n")
-            except docker.errors.APIError as exc:
-                error = str(exc)
+            except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+                error = f"{exc.__class__.__name__}: {exc}"
     if error or not _image_exists(client, tag):
         raise InfraError(f"building {tag} failed: {(error or 'no image').strip()[:300]}; see {log}")
     _say(progress, f"layer: {tag} ready ({time.monotonic() - started:.0f} s)")
