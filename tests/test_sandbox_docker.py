@@ -150,10 +150,14 @@ def test_base_image_has_what_the_agent_is_promised(sandbox):
 
 def test_start_refuses_bad_input_clearly(image, folders, tmp_path):
     work, gate = folders
+    name = f"showcase-test-refused-{os.getpid()}"
     with pytest.raises(UserError, match="no image"):
-        DockerSandbox().start(SandboxSpec(image="showcase-missing:none", workdir_host=work, gate_dir_host=gate.dir))
+        DockerSandbox().start(SandboxSpec(image="showcase-missing:none", workdir_host=work, gate_dir_host=gate.dir, name=name))
     with pytest.raises(UserError, match="gate folder"):
-        DockerSandbox().start(SandboxSpec(image=image, workdir_host=work, gate_dir_host=tmp_path / "nowhere"))
+        DockerSandbox().start(SandboxSpec(image=image, workdir_host=work, gate_dir_host=tmp_path / "nowhere", name=name))
+    with pytest.raises(UserError, match="mount source"):
+        DockerSandbox().start(SandboxSpec(image=image, workdir_host=work, gate_dir_host=gate.dir, name=name,
+                                          extra_mounts=[{"host": tmp_path / "absent", "container": "/x"}]))
     with pytest.raises(ValueError, match="not a size"):
         SandboxSpec(image=image, workdir_host=work, gate_dir_host=gate.dir, memory="lots")
-    assert not docker.from_env().containers.list(all=True, filters={"label": "showcase.sandbox"})
+    assert not docker.from_env().containers.list(all=True, filters={"name": name})  # nothing was left behind
