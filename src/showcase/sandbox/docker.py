@@ -310,7 +310,12 @@ class DockerSandbox(Sandbox):
             return ExitInfo(how="oom" if self._safe_oom(handle) else "killed", oom_killed=self._safe_oom(handle),
                             finished_at=handle.backend_state.get("ended_at"))
         if info.get("Running"):
-            return ExitInfo(how="running")
+            # The engine can leave an exec marked running after its container died: trust the container.
+            if self.sandbox_exit_info().how == "running":
+                return ExitInfo(how="running")
+            oom = self._safe_oom(handle)
+            handle.backend_state.setdefault("ended_at", _now())
+            return ExitInfo(how="oom" if oom else "killed", oom_killed=oom, finished_at=handle.backend_state["ended_at"])
         handle.backend_state.setdefault("ended_at", _now())
         code = info.get("ExitCode")
         killed_by_signal = code is not None and code >= 128

@@ -18,6 +18,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -241,7 +242,7 @@ def ensure_wheelhouse(harness: Harness, progress: Progress = None) -> Path | Non
     logs.mkdir(exist_ok=True)
     _say(progress, f"wheels: pip download {' '.join(specs)}")
     try:
-        _run_logged(["python3", "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
+        _run_logged([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
                      "--python-version", WHEEL_PYTHON, "--implementation", "cp", "--dest", str(partial), *specs],
                     logs / f"wheels-{key}.log", PIP_TIMEOUT_S, progress, "wheels")
         (partial / ".complete").write_text(json.dumps(specs))
