@@ -273,8 +273,7 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
         try:
             base_id = client.images.get(base).id
         except docker.errors.ImageNotFound:
-            raise UserError(f"base image {base!r} is not on this machine (nothing is pulled); "
-                            f"docker load/pull it first, or leave --base out to bootstrap Debian") from None
+            raise UserError(f"base image {base!r} is not on this machine (never pulled): load it, or omit --base") from None
     else:
         base_id = client.images.get(ensure_base(progress)).id
     wheels = ensure_wheelhouse(harness, progress) if harness else None
