@@ -1,6 +1,7 @@
 """The Docker backend's own behaviour: the published limits on the container, exec and the agent
 process, copy out, stop/kill, /work shared with the host, clear errors."""
 
+import io
 import json
 import os
 import time
@@ -8,7 +9,7 @@ import time
 import docker
 import pytest
 
-from showcase.errors import UserError
+from showcase.errors import InfraError, UserError
 from showcase.sandbox.base import SandboxSpec, get_backend, known_backends, parse_size
 from showcase.sandbox.conformance import StandInGate
 from showcase.sandbox.docker import DockerSandbox
@@ -161,3 +162,19 @@ def test_start_refuses_bad_input_clearly(image, folders, tmp_path):
     with pytest.raises(ValueError, match="not a size"):
         SandboxSpec(image=image, workdir_host=work, gate_dir_host=gate.dir, memory="lots")
     assert not docker.from_env().containers.list(all=True, filters={"name": name})  # nothing was left behind
+
+
+def test_a_sandbox_that_cannot_come_up_is_removed(image, folders):
+    """An image without python3 cannot run the relay: a clear error, and no container left behind."""
+    work, gate = folders
+    client = docker.from_env()
+    bare = f"showcase-test-nopython:{os.getpid()}"
+    dockerfile = f"FROM {image}\nUSER root\nRUN rm -f /usr/bin/python3*\nUSER 1000:1000\n"
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=bare, network_mode="none", rm=True)
+    name = f"showcase-test-nopython-{os.getpid()}"
+    try:
+        with pytest.raises(InfraError, match="python3"):
+            DockerSandbox().start(SandboxSpec(image=bare, workdir_host=work, gate_dir_host=gate.dir, name=name, relay_ready_s=10))
+        assert not client.containers.list(all=True, filters={"name": name})
+    finally:
+        client.images.remove(bare, force=True)

@@ -151,8 +151,8 @@ class DockerSandbox(Sandbox):
                    "--socket", f"{GATE_IN_CONTAINER}/{spec.gate_socket}"]
         self._started_at = _now()
         try:
-            self.container = self.client.containers.run(
-                spec.image, command=command, detach=True,
+            self.container = self.client.containers.create(
+                spec.image, command=command,
                 name=spec.name or f"showcase-{self.id}", hostname="sandbox", labels=labels,
                 user=spec.user, environment=spec.agent_env(), working_dir=WORK_IN_CONTAINER,
                 network_mode=spec.network, mem_limit=memory, memswap_limit=swap,
@@ -169,9 +169,21 @@ class DockerSandbox(Sandbox):
         except docker.errors.ImageNotFound:
             raise UserError(f"no image {spec.image!r}") from None
         except docker.errors.APIError as exc:
-            raise InfraError(f"the engine refused to start the sandbox: {exc.explanation or exc}") from None
+            raise InfraError(f"the engine refused to create the sandbox: {exc.explanation or exc}") from None
         self.container_id = self.container.id
-        self._wait_for_relay(spec)
+        # A sandbox that did not come up is removed here: the caller gets an error, never a half-started container.
+        try:
+            try:
+                self.container.start()
+            except docker.errors.APIError as exc:
+                raise InfraError(f"the engine refused to start the sandbox: {exc.explanation or exc}") from None
+            self._wait_for_relay(spec)
+        except BaseException:
+            try:
+                self.client.api.remove_container(self.container_id, v=True, force=True)
+            except docker.errors.APIError:
+                pass
+            raise
 
     def _wait_for_relay(self, spec: SandboxSpec) -> None:
         """Bounded: the relay prints 'relay ready' once listening; then one real connection from inside."""
