@@ -3,12 +3,15 @@ a clear 502 when the gate is down. (Inside a real sandbox: tests/test_sandbox_co
 
 import concurrent.futures
 import http.client
+import http.server
 import json
 import socket
+import socketserver
 import subprocess
 import sys
-import time
+import threading
 
+import httpx
 import pytest
 
 from showcase.sandbox.base import RELAY_ON_HOST
@@ -104,3 +107,62 @@ def test_relay_passes_large_bodies_both_ways(relay, tmp_path):
         client.close()
     server.close()
     assert bytes(got) == payload
+
+
+class _SSEChat(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def _chunk(content: str, finish: str | None) -> bytes:
+    body = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": finish}]}
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+class _SSEHandler(http.server.BaseHTTPRequestHandler):
+    """Streamed chat completions; the second chunk waits until the client says it saw the first."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/v1/ack":
+            self.server.ack.set()
+            self.send_response(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(_chunk("Hel", None))
+        self.wfile.flush()
+        acked = self.server.ack.wait(15)
+        self.wfile.write(_chunk("lo" if acked else " (relay buffered)", "stop"))
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def test_openai_sdk_streams_through_the_relay(relay):
+    from openai import OpenAI
+
+    port, gate_dir = relay
+    server = _SSEChat(str(gate_dir / "gate.sock"), _SSEHandler)
+    server.ack = threading.Event()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-x", max_retries=0, timeout=30)
+        pieces = []
+        for event in client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True):
+            pieces.append(event.choices[0].delta.content)
+            if len(pieces) == 1:  # the first chunk is here while the server still holds the second
+                client.post("/ack", body={}, cast_to=httpx.Response)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "".join(pieces) == "Hello"
