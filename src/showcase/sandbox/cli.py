@@ -116,8 +116,7 @@ def self_check(
     only: list[str] = typer.Option(None, "--only", help=f"Run only these checks: {', '.join(CHECK_NAMES)}."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
 ) -> None:
-    """Run the conformance suite: each check is a real attempt from inside a sandbox (get out, reach the
-    host, exhaust memory, pids, disk; then kill and audit); prints what happened. Exit 3 if any fails."""
+    """Run the conformance suite: real attempts from inside a sandbox to get out, reach the host, exhaust memory, pids and disk, then kill and audit. Exit 3 if any fails."""
     unknown = set(only or []) - set(CHECK_NAMES)
     if unknown:
         raise UserError(f"unknown check(s) {sorted(unknown)}; known: {', '.join(CHECK_NAMES)}")
