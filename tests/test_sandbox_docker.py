@@ -4,7 +4,6 @@ process, copy out, stop/kill, /work shared with the host, clear errors."""
 import io
 import json
 import os
-import time
 
 import docker
 import pytest

@@ -15,7 +15,7 @@ from showcase.errors import InfraError, UserError
 from showcase.harness import load_harness, render_launch
 from showcase.sandbox.base import SandboxSpec
 from showcase.sandbox.docker import DockerSandbox
-from showcase.sandbox.image import LABEL_KIND, ensure_base, ensure_image, image_digest, list_images
+from showcase.sandbox.image import ensure_base, ensure_image, image_digest, list_images
 
 pytestmark = pytest.mark.docker
 

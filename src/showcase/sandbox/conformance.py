@@ -6,7 +6,6 @@ else is an attempt to get out or to hurt the host, made from inside the sandbox.
 """
 
 import json
-import os
 import shutil
 import socket
 import socketserver
