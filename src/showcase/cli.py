@@ -24,12 +24,15 @@ err = Console(stderr=True)
 COMMAND_MODULES = [
     "showcase.doctor",
     "showcase.gate.cli",
+    "showcase.sandbox.cli",
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
 SCHEMAS: dict[str, str] = {
     "gate-log": "showcase.gate.log.GateLogLine",
     "gate-stats": "showcase.gate.log.GateStats",
+    "sandbox-spec": "showcase.sandbox.base.SandboxSpec",
+    "harness": "showcase.harness.Harness",
 }
 
 
