@@ -15,6 +15,7 @@ ITEM_ORDER = ["1", "2", "3", "4", "5", "6a", "6b", "7", "8", "9", "10"]
 
 class Timing(BaseModel):
     max_check_s: float
+    close_reserve_s: float
     navigation_timeout_s: float
     ready_timeout_s: float
     ready_poll_ms: int

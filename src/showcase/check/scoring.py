@@ -260,23 +260,29 @@ def summary(items: list[ItemResult], total: float, max_total: float, good: dict[
         phrases.append(good["10"])
     head = f"Browser check {total:.1f} out of {_n(max_total)}: "
     if phrases:
-        head += "the page " + (", ".join(phrases[:-1]) + " and " + phrases[-1] if len(phrases) > 1 else phrases[0]) + "."
+        head += "the page " + _join(phrases) + "."
     else:
         head += "nothing passed."
     lost = [i for i in items if i.points < i.max_points]
     if not lost:
         return head
     lost_points = round(sum(i.max_points - i.points for i in lost), 2)
-    parts = [f"the {_item_label(i)} ({i.reason})" for i in lost]
-    listing = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    verb = "is" if len(parts) == 1 else "are"
+    groups: dict[str, list[str]] = {}  # reason -> items lost for it (a frozen page loses many for one reason)
+    for i in lost:
+        groups.setdefault(i.reason, []).append(f"the {_item_label(i)}")
+    parts = [f"{_join(names)} ({reason})" for reason, names in groups.items()]
+    verb = "is" if len(lost) == 1 else "are"
     noun = "point" if lost_points <= 1 else "points"
-    tail = f" The {_n(lost_points)} lost {noun} {verb} {listing}."
+    tail = f" The {_n(lost_points)} lost {noun} {verb} {_join(parts)}."
     if frozen:
-        tail += f" The page froze: {frozen}."
+        tail += " The page froze: its main thread stopped answering."
     elif navigated_away:
         tail += f" The page navigated away to {navigated_away}."
     return head + tail
+
+
+def _join(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _item_label(item: ItemResult) -> str:

@@ -60,6 +60,7 @@ class BoundedPage:
         self.call_timeout_s = call_timeout_s
         self.frozen: str | None = None
         self.crashed = False
+        self.ready_at_ms: float | None = None  # page time of window.ready = true, from the probe's binding
         self.page.on("crash", lambda _p: setattr(self, "crashed", True))
 
     @classmethod
@@ -70,9 +71,16 @@ class BoundedPage:
         try:
             session = await asyncio.wait_for(open_page(browser, html, cdn, viewport, init_scripts), 20)
             cdp = await asyncio.wait_for(session.context.new_cdp_session(session.page), 20)
+            bp = cls(session, cdp, deadline, call_timeout_s)
+
+            def on_ready(_source: Any, at_ms: float) -> None:
+                if bp.ready_at_ms is None:
+                    bp.ready_at_ms = float(at_ms)
+
+            await asyncio.wait_for(session.page.expose_binding("__scReady", on_ready), 20)
         except (PlaywrightError, asyncio.TimeoutError) as exc:
             raise InfraError(f"Chromium could not open a page: {first_line(str(exc)) or type(exc).__name__}") from exc
-        return cls(session, cdp, deadline, call_timeout_s)
+        return bp
 
     # --- state ---
     def remaining(self) -> float:
@@ -80,7 +88,15 @@ class BoundedPage:
 
     @property
     def navigated_away(self) -> str | None:
-        return self.events.navigations[0][1] if self.events.navigations else None
+        """Where the page went; a blocked navigation lands on Chromium's error page, so name its target."""
+        if not self.events.navigations:
+            return None
+        t, url = self.events.navigations[0]
+        if url.startswith("chrome-error:"):
+            blocked = [u for bt, u in self.events.blocked_requests if bt <= t]
+            if blocked:
+                return f"{blocked[-1]} (blocked)"
+        return url
 
     def _check_alive(self) -> None:
         if self.crashed:
@@ -125,8 +141,8 @@ class BoundedPage:
         except Exception:
             pass
 
-    async def evaluate(self, expression: str, arg: Any = None, what: str | None = None) -> Any:
-        return await self.call(what or f"evaluate {expression[:40]}", lambda: self.page.evaluate(expression, arg))
+    async def evaluate(self, expression: str, arg: Any = None, what: str = "a call into the page") -> Any:
+        return await self.call(what, lambda: self.page.evaluate(expression, arg))
 
     async def screenshot(self, timeout_s: float) -> bytes:
         """PNG of the viewport through CDP (optimizeForSpeed: several times faster than page.screenshot)."""
@@ -151,20 +167,27 @@ class BoundedPage:
             msg = first_line(str(exc))
             return "the load event did not come within {:.0f} s".format(bound) if "Timeout" in msg else msg
 
-    async def wait_ready(self, nav_start: float, timeout_s: float, poll_ms: int) -> float | None:
-        """Seconds from navigation start to window.ready === true, or None within the bound."""
-        self._check_alive()
-        bound = min(timeout_s - (self.events.now() - nav_start), self.remaining())
-        if bound <= 0:
-            return None
-        try:
-            await asyncio.wait_for(
-                self.page.wait_for_function("window.ready === true", polling=poll_ms, timeout=bound * 1000), bound + 3
-            )
-        except (asyncio.TimeoutError, PlaywrightError):
+    async def wait_ready(self, nav_start: float, timeout_s: float, poll_s: float) -> float | None:
+        """Seconds from navigation start to window.ready === true, or None within the bound.
+
+        The probe reports the moment through a binding (works even if the page freezes or leaves
+        right after); a page that redefined window.ready is found by polling it once a second.
+        """
+        end = time.monotonic() + min(timeout_s - (self.events.now() - nav_start), self.remaining())
+        next_poll = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            if self.ready_at_ms is not None:
+                return round(self.ready_at_ms / 1000, 2)
             self._check_alive()
-            return None
-        return round(self.events.now() - nav_start, 2)
+            if time.monotonic() >= next_poll:
+                next_poll = time.monotonic() + 1.0
+                try:
+                    if await asyncio.wait_for(self.page.evaluate("window.ready === true"), 2.0):
+                        return round(self.events.now() - nav_start, 2)
+                except (asyncio.TimeoutError, PlaywrightError):
+                    pass  # busy loading, or frozen: the calls after this tell which
+            await asyncio.sleep(poll_s)
+        return round(self.ready_at_ms / 1000, 2) if self.ready_at_ms is not None else None
 
     async def close(self) -> None:
         try:
