@@ -124,11 +124,11 @@
     w.renders += 1;
     w.maxDeg = Math.max(w.maxDeg, angleDeg(w.ref, pose));
     w.maxMove = Math.max(w.maxMove, dist(w.ref.p, pose.p) / w.scale);
-    // Along the view axis of the start pose (camera looks down its -Z column): what a wheel does.
-    const f = w.ref.r[2], d = [pose.p[0] - w.ref.p[0], pose.p[1] - w.ref.p[1], pose.p[2] - w.ref.p[2]];
-    const axial = Math.abs(d[0] * f[0] + d[1] * f[1] + d[2] * f[2]) / w.scale;
+    // Zoom: change of the camera's distance to the world's centre (a tour orbiting it keeps that
+    // distance, a wheel dolly changes it) plus the log change of fov/zoom.
+    const radial = Math.abs(dist(pose.p, sc.center) - dist(w.ref.p, sc.center)) / w.scale;
     const lens = w.ref.lens > 0 && pose.lens > 0 ? Math.abs(Math.log(pose.lens / w.ref.lens)) : 0;
-    w.maxAxial = Math.max(w.maxAxial, axial + lens);
+    w.maxZoom = Math.max(w.maxZoom, radial + lens);
   };
 
   const objectsOf = (scene) => {
@@ -148,13 +148,22 @@
         if (typeof prev === 'function') return prev.call(this, renderer, scene, camera, ...rest);
       };
       sc.hooked = s;
-      // Scale for camera moves: the centre of the world's renderable objects.
+      // Scale for camera moves: the centre of the box around the world's renderable objects
+      // (their bounding spheres' centres in world space; three.js computes those for culling anyway).
       const box = [[Infinity, Infinity, Infinity], [-Infinity, -Infinity, -Infinity]];
       let n = 0;
       for (const o of objectsOf(s)) {
         if (!(o.isMesh || o.isPoints || o.isLine || o.isSprite) || !o.matrixWorld) continue;
+        let c = [0, 0, 0];
+        try {
+          const g = o.geometry;
+          if (g && !g.boundingSphere && g.computeBoundingSphere) g.computeBoundingSphere();
+          const sph = (o.isInstancedMesh && o.boundingSphere) || (g && g.boundingSphere);
+          if (sph) c = [sph.center.x, sph.center.y, sph.center.z];
+        } catch (e) { /* keep the object's origin */ }
         const e = o.matrixWorld.elements;
-        for (let i = 0; i < 3; i++) { box[0][i] = Math.min(box[0][i], e[12 + i]); box[1][i] = Math.max(box[1][i], e[12 + i]); }
+        const w = o.isInstancedMesh ? c : [0, 1, 2].map((i) => e[i] * c[0] + e[4 + i] * c[1] + e[8 + i] * c[2] + e[12 + i]);
+        for (let i = 0; i < 3; i++) { box[0][i] = Math.min(box[0][i], w[i]); box[1][i] = Math.max(box[1][i], w[i]); }
         n++;
       }
       if (n) sc.center = [0, 1, 2].map((i) => (box[0][i] + box[1][i]) / 2);
@@ -164,7 +173,7 @@
 
   // A measuring window: camera deviation from the pose on screen at its start, frames counted.
   sc.startWindow = () => {
-    sc.win = { ref: sc.lastPose, scale: sc.lastPose ? Math.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxAxial: 0, frames0: sc.frames, t0: performance.now() };
+    sc.win = { ref: sc.lastPose, scale: sc.lastPose ? Math.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, t0: performance.now() };
     return true;
   };
   sc.readWindow = () => {
@@ -175,7 +184,7 @@
       renders: w.renders,
       max_degrees: w.maxDeg,
       max_move: w.maxMove,
-      max_axial: w.maxAxial,
+      max_zoom: w.maxZoom,
       frames: sc.frames - w.frames0,
       seconds: (performance.now() - w.t0) / 1000,
     };

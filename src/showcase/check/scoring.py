@@ -73,6 +73,8 @@ class _Scorer:
         }
         if errors:
             return self.item("3", 0, figs, f"{len(errors)} error(s) in the session, first: {errors[0]}")
+        if self.m.nav_error:
+            return self.item("3", 0, figs, "the page never finished loading, so there was no session to watch")
         return self.item("3", 1, figs, "no console error, page error or failed request in the session", "has no console errors")
 
     # --- 4: blank ---
@@ -190,7 +192,7 @@ class _Scorer:
 
     # --- 10: controls ---
     def _answers(self, kind: str, step: dict, base: dict, camera: bool) -> tuple[bool, dict]:
-        """Does this step beat its baseline? Wheel: move along the view axis (or lens zoom); drag: turn or move."""
+        """Does this step beat its baseline? Wheel: change of distance to the world (or lens zoom); drag: turn or move."""
         spec = self.r.items["10"]
         scale = max(1.0, step["seconds"] / base["seconds"]) if base["seconds"] > 0 else 1.0
 
@@ -203,8 +205,8 @@ class _Scorer:
         }
         ok = beats("pixel_share", spec["margin_pixel_share"])
         if camera and kind == "wheel":
-            figs.update(zoom=round(step["max_axial"], 4), baseline_zoom=round(base["max_axial"], 4))
-            ok = ok or beats("max_axial", spec["margin_zoom"])
+            figs.update(zoom=round(step["max_zoom"], 4), baseline_zoom=round(base["max_zoom"], 4))
+            ok = ok or beats("max_zoom", spec["margin_zoom"])
         elif camera:
             figs.update(degrees=round(step["max_degrees"], 2), baseline_degrees=round(base["max_degrees"], 2),
                         move=round(step["max_move"], 4), baseline_move=round(base["max_move"], 4))
