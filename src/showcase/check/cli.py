@@ -76,11 +76,14 @@ def check(
             if path in reports:
                 print_report(reports[path], console)
                 console.print(f"[dim]wrote {dirs[path] / 'check.json'} and screenshot.png[/dim]\n")
-    for path, exc in failures.items():
-        err.print(f"error: {path}: {exc}", markup=False, highlight=False)
     if failures:
-        first = next(iter(failures.values()))
-        raise typer.Exit(first.exit_code if isinstance(first, ShowcaseError) else 3)
+        # The first failure ends the command with its exit code (printed by showcase's main); the
+        # others are printed here. Pages that were scored keep their files.
+        items = list(failures.items())
+        for path, exc in items[1:]:
+            err.print(f"error: {path}: {exc}", markup=False, highlight=False, soft_wrap=True)
+        path, exc = items[0]
+        raise type(exc)(f"{path}: {exc}") if len(pages) > 1 else exc
 
 
 async def _check_all(htmls: dict[Path, bytes], dirs: dict[Path, Path], npm_dir: Path | None, workers: int, quiet: bool):

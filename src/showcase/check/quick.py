@@ -37,7 +37,7 @@ async def load_check(
             nav_error = await bp.goto(NAVIGATION_TIMEOUT_S)
             ready_after = None
             try:
-                ready_after = await bp.wait_ready(nav_start, ready_timeout_s, 100)
+                ready_after = await bp.wait_ready(nav_start, ready_timeout_s, 0.05)
                 await asyncio.sleep(max(0.0, min(settle_s, bp.remaining() - 1)))
                 if screenshot_path is not None:
                     png = await bp.screenshot(CALL_TIMEOUT_S)

@@ -80,17 +80,21 @@ class _Measure:
                                       what="asking the page for its frame count")
 
     async def wait_frames(self, min_s: float, min_frames: int, max_s: float, t0: float, f0: int) -> None:
-        """Wait min_s, then on until min_frames new frames have shown (bounded by max_s). No frames: no extension."""
+        """Wait min_s, then on until min_frames new frames have shown, bounded by max_s.
+
+        A page that showed no frame at all within max(min_s, 1 s) gets no extension: it does not
+        animate with requestAnimationFrame, and waiting longer would only slow the check.
+        """
         await asyncio.sleep(max(0.0, min(t0 + min_s - time.monotonic(), self.bp.remaining() - 1)))
         while time.monotonic() - t0 < max_s and self.bp.remaining() > 1:
             frames = (await self.status())["frames"] - f0
-            if frames >= min_frames or frames == 0:
+            if frames >= min_frames or (frames == 0 and time.monotonic() - t0 >= max(min_s, 1.0)):
                 return
             await asyncio.sleep(0.1)
 
     async def window(self, index: int) -> dict:
         """One tour window: camera deviation, frames, pixels changed from the previous screenshot."""
-        await self.bp.evaluate("window.__sc.attach()")
+        await self.bp.evaluate("window.__sc.attach()", what="hooking window.scene")
         f0 = (await self.status())["frames"]
         await self.bp.evaluate("window.__sc.startWindow()")
         t0 = time.monotonic()
@@ -149,18 +153,20 @@ class _Measure:
             m.nav_error = await bp.goto(t.navigation_timeout_s)
             mark("ready")
             m.ready_after_s = await bp.wait_ready(nav_start, t.ready_timeout_s, t.ready_poll_ms / 1000)
-            m.load_end_s = nav_start + (m.ready_after_s if m.ready_after_s is not None else t.ready_timeout_s)
+            # "While loading" ends once the checker has seen ready (or gave up on it) and one call
+            # has made the round trip through the page's main thread: events the page sent before
+            # (an exception thrown right after setting ready) have all arrived by then.
+            m.load_end_s = bp.events.now()
             mark("after ready")
-            if m.nav_error and m.ready_after_s is None:
-                # Never loaded and never ready: ask whether it still answers at all (a blocked page will not).
-                await bp.evaluate("1", what="a trivial call into the page")
+            await bp.evaluate("1", what="a trivial call into the page")
+            m.load_end_s = bp.events.now()
+            await bp.evaluate("window.__sc.attach()", what="hooking window.scene")
             f0 = (await self.status())["frames"]
             await self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(), f0)
             self.prev = await self.shot()
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"]), 4)
             mark("tour window 1")
-            await bp.evaluate("window.__sc.attach()")
-            await bp.evaluate("window.__sc.snapshot()")
+            await bp.evaluate("window.__sc.snapshot()", what="taking a scene snapshot")
             m.windows.append(await self.window(1))
             m.text = await bp.evaluate("window.__sc.text()")
             mark("tour window 2")

@@ -132,7 +132,8 @@ class BoundedPage:
                 raise StopMeasuring(f"page frozen ({self.frozen})") from None
             if "context was destroyed" in msg or "navigat" in msg.lower():
                 raise StopMeasuring(f"page navigated during {what}") from None
-            raise
+            # Anything else is the page breaking our probe (it runs in the page's own world).
+            raise StopMeasuring(f"{what} failed in the page: {msg}") from None
 
     async def terminate_scripts(self) -> None:
         """Free a blocked main thread (works only through a CDP session opened before the hang)."""
