@@ -19,24 +19,6 @@
     snaps: [],
   });
 
-  // --- window.ready: note the moment it becomes true (page time since navigation start) and tell
-  // the checker at once through its binding, so a page that freezes or leaves right after is still
-  // seen ready. A page that redefines window.ready itself is still found by the checker's polling.
-  let readyValue;
-  try {
-    Object.defineProperty(window, 'ready', {
-      configurable: true, enumerable: true,
-      get() { return readyValue; },
-      set(v) {
-        readyValue = v;
-        if (v === true && sc.readyAt === undefined) {
-          sc.readyAt = performance.now();
-          try { if (typeof window.__scReady === 'function') window.__scReady(sc.readyAt); } catch (e) { /* checker gone */ }
-        }
-      },
-    });
-  } catch (e) { /* window.ready not configurable: polling alone */ }
-
   // --- frames: count distinct rAF timestamps the page's callbacks receive ---
   const rafOrig = window.requestAnimationFrame.bind(window);
   let lastTs = -1;

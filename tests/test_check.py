@@ -142,7 +142,8 @@ def test_slow_page_loses_frame_rate_and_a_camera_following_sky_is_not_animation(
 
 def test_small_static_page_fails_world_tour_animation_and_controls(scored):
     report = scored["tiny_world"][0]
-    assert item(report, "5").points >= 0.5  # a light page draws at 10 fps or more even in software
+    # frame rate depends on the machine's load, so only relative: far more frames than the 4 fps page
+    assert item(report, "5").figures["fps"] > 1.5 * item(scored["slow_fps"][0], "5").figures["fps"]
     assert not item(report, "6a").passed and item(report, "6a").figures["parts"] == 5
     assert item(report, "6b").passed and item(report, "6b").reason == "no visible text"
     for id_ in ("7", "8"):
@@ -289,6 +290,21 @@ def test_quick_load_check(tmp_path):
 
 
 # --- pure parts ---
+
+def test_frame_rate_points_follow_the_methods_thresholds():
+    from showcase.browser.page import PageEvents
+    from showcase.check.runner import Measurements
+    from showcase.check.scoring import score
+
+    def points(fps: float) -> float:
+        window = {"camera": False, "renders": 0, "max_degrees": 0.0, "max_move": 0.0, "max_zoom": 0.0,
+                  "frames": round(fps * 5), "seconds": 5.0, "pixel_share": None}
+        m = Measurements(windows=[window, window])
+        items, _, _ = score(m, PageEvents(), load_rubric())
+        return next(i.points for i in items if i.id == "5")
+
+    assert [points(f) for f in (0.2, 9.8, 10, 19.8, 20, 60)] == [0, 0, 0.5, 0.5, 1, 1]
+
 
 def test_english_judge():
     rule = dict(max_foreign_letter_share=0.05, min_words=8)

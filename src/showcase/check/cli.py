@@ -16,11 +16,18 @@ from showcase.errors import InfraError, ShowcaseError, UserError
 err = Console(stderr=True)
 
 
+def _short(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
 def _figures_line(figures: dict) -> str:
+    """Figures of one item for the table: nested values flattened, floats to 3 digits, text cut."""
     parts = []
     for k, v in figures.items():
         if isinstance(v, dict):
-            v = ", ".join(f"{a}={b}" for a, b in v.items() if not isinstance(b, (dict, list)))
+            v = ", ".join(f"{a}={_short(b)}" for a, b in v.items() if not isinstance(b, (dict, list)))
+        elif isinstance(v, float):
+            v = _short(v)
         elif isinstance(v, list):
             v = "; ".join(map(str, v[:3])) + (" ..." if len(v) > 3 else "")
         elif isinstance(v, str) and len(v) > 60:

@@ -10,6 +10,7 @@ from pathlib import Path
 from showcase.browser.launch import launch_browser
 from showcase.check.models import LoadCheck
 from showcase.check.runner import _write_atomic, offline_cdn
+from showcase.check.rubric import load_script
 from showcase.check.session import BoundedPage, StopMeasuring
 
 QUICK_RENDERER = "llvmpipe"
@@ -31,7 +32,7 @@ async def load_check(
     deadline = started + NAVIGATION_TIMEOUT_S + ready_timeout_s + settle_s + 2 * CALL_TIMEOUT_S
     shot_written = None
     async with launch_browser(QUICK_RENDERER) as browser:
-        bp = await BoundedPage.open(browser, html, cdn, (1280, 720), [], deadline, CALL_TIMEOUT_S)
+        bp = await BoundedPage.open(browser, html, cdn, (1280, 720), [load_script("ready.js")], deadline, CALL_TIMEOUT_S)
         try:
             nav_start = bp.events.now()
             nav_error = await bp.goto(NAVIGATION_TIMEOUT_S)

@@ -65,9 +65,11 @@ def load_rubric(path: Path = CHECKS_DIR / "rubric.toml") -> Rubric:
     return rubric
 
 
-@lru_cache(maxsize=4)
-def load_probe(path: Path = CHECKS_DIR / "probe.js") -> str:
+@lru_cache(maxsize=8)
+def load_script(name: str) -> str:
+    """An in-page script of checks/ (probe.js: the measuring probe; ready.js: the ready signal)."""
+    path = CHECKS_DIR / name
     try:
         return path.read_text()
     except OSError as exc:
-        raise InfraError(f"check probe {path} unreadable: {exc}") from exc
+        raise InfraError(f"check script {path} unreadable: {exc}") from exc

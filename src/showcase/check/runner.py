@@ -26,7 +26,7 @@ from showcase.browser.launch import chromium_version, launch_browser
 from showcase.check.cpu import ForeignCpu, find_pid_with_arg
 from showcase.check.models import CheckReport
 from showcase.check.pixels import changed_share, off_dominant_share, to_array
-from showcase.check.rubric import Rubric, load_probe, load_rubric
+from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
 from showcase.check.session import BoundedPage, StopMeasuring, webgl_renderer
 from showcase.errors import InfraError, UserError
@@ -92,32 +92,39 @@ class _Measure:
                 return
             await asyncio.sleep(0.1)
 
-    async def window(self, index: int) -> dict:
-        """One tour window: camera deviation, frames, pixels changed from the previous screenshot."""
-        await self.bp.evaluate("window.__sc.attach()", what="hooking window.scene")
-        f0 = (await self.status())["frames"]
-        await self.bp.evaluate("window.__sc.startWindow()")
-        t0 = time.monotonic()
+    async def start_window(self) -> tuple[int, float]:
+        """Hook window.scene (again: a page may set it late) and open a window; (frames so far, start time)."""
+        frames = await self.bp.evaluate(
+            "window.__sc.attach(), window.__sc.startWindow(), window.__sc.frames", what="opening a measuring window"
+        )
+        return frames, time.monotonic()
+
+    async def window(self, index: int) -> tuple[dict, dict]:
+        """One tour window: camera deviation, frames, a scene snapshot, pixels changed since the last screenshot.
+
+        Calls into the page are few and combined: at 1 fps each one waits for a frame.
+        """
+        f0, t0 = await self.start_window()
         await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0, f0)
-        win = await self.bp.evaluate("window.__sc.readWindow()")
+        got = await self.bp.evaluate(
+            "({win: window.__sc.readWindow(), snap: window.__sc.snapshot(), text: window.__sc.text()})",
+            what="reading a measuring window",
+        )
         self.m.observed_s += time.monotonic() - t0
-        await self.bp.evaluate("window.__sc.snapshot()")
+        win = got["win"]
         shot = await self.shot()
-        item = self.r.items["7"]
-        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, item["pixel_tolerance"]), 4) if self.prev else None
+        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"]), 4) if self.prev else None
         win["index"] = index
         self.prev = shot
-        return win
+        return win, got
 
     async def step(self, name: str, action) -> dict:
         """One control step: optional input, then at least step_s and step_min_frames; change vs the last screenshot."""
-        f0 = (await self.status())["frames"]
-        await self.bp.evaluate("window.__sc.startWindow()")
-        t0 = time.monotonic()
+        f0, t0 = await self.start_window()
         if action is not None:
             await action()
         await self.wait_frames(self.t.step_s, self.t.step_min_frames, self.t.step_max_s, t0, f0)
-        win = await self.bp.evaluate("window.__sc.readWindow()")
+        win = await self.bp.evaluate("window.__sc.readWindow()", what=f"reading the {name} step")
         self.m.observed_s += time.monotonic() - t0
         shot = await self.shot()
         win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["10"]["pixel_tolerance"]), 4)
@@ -167,15 +174,19 @@ class _Measure:
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"]), 4)
             mark("tour window 1")
             await bp.evaluate("window.__sc.snapshot()", what="taking a scene snapshot")
-            m.windows.append(await self.window(1))
-            m.text = await bp.evaluate("window.__sc.text()")
+            win, got = await self.window(1)
+            m.windows.append(win)
+            m.text = got["text"]
             mark("tour window 2")
-            m.windows.append(await self.window(2))
-            m.world = await bp.evaluate("window.__sc.world()")
-            contexts = await bp.evaluate("({webgl: window.__sc.webglContexts, c2d: window.__sc.canvas2dContexts})")
-            m.webgl_contexts, m.canvas2d_contexts = contexts["webgl"], contexts["c2d"]
-            pairs = [await bp.evaluate("([i, j]) => window.__sc.compare(i, j)", [i, i + 1]) for i in (0, 1)]
-            m.animation = _max_counts([p for p in pairs if p])
+            win, _ = await self.window(2)
+            m.windows.append(win)
+            after = await bp.evaluate(
+                """() => ({world: window.__sc.world(), webgl: window.__sc.webglContexts, c2d: window.__sc.canvas2dContexts,
+                          pairs: [window.__sc.compare(0, 1), window.__sc.compare(1, 2)]})""",
+                what="counting the world and what moved in it",
+            )
+            m.world, m.webgl_contexts, m.canvas2d_contexts = after["world"], after["webgl"], after["c2d"]
+            m.animation = _max_counts([p for p in after["pairs"] if p])
             mark("controls")
             cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
             await bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
@@ -239,7 +250,7 @@ async def check_page(
 ) -> CheckReport:
     """Score one page on the ten items. The page's faults are scored; ours raise InfraError."""
     rubric = load_rubric()
-    probe = load_probe()
+    scripts = [load_script("ready.js"), load_script("probe.js")]
     started = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     cdn = offline_cdn(npm_dir)
@@ -255,7 +266,7 @@ async def check_page(
         # The page's share of the time bound starts when its page opens: a slow launch is the machine's.
         deadline = time.monotonic() + rubric.timing.max_check_s - rubric.timing.close_reserve_s
         bp = await BoundedPage.open(
-            browser, html, cdn, rubric.viewport, [probe], deadline, rubric.timing.call_timeout_s
+            browser, html, cdn, rubric.viewport, scripts, deadline, rubric.timing.call_timeout_s
         )
         await warm
         launched_s = round(time.monotonic() - started, 2)

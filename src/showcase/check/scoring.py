@@ -20,6 +20,17 @@ ANIMATION_KINDS = [  # (figure, label for one, label for many)
 ]
 
 
+def _rounded(value):
+    """Figures as a reader wants them: floats to 4 decimals, everywhere in nested dicts and lists."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def _n(x: float) -> str:
     """1 -> '1', 0.5 -> '0.5', 12345 -> '12,345'."""
     if float(x).is_integer():
@@ -40,7 +51,7 @@ class _Scorer:
             self.good[id_] = good
         return ItemResult(
             id=id_, name=spec.name, points=points, max_points=spec.points, passed=points >= spec.points,
-            figures=figures, reason=reason,
+            figures=_rounded(figures), reason=reason,
         )
 
     # --- 1 .. 3: the page's own record ---

@@ -118,8 +118,8 @@ class BoundedPage:
         try:
             return await asyncio.wait_for(make(), bound)
         except asyncio.TimeoutError:
-            if self.remaining() <= 0.5:
-                raise StopMeasuring("the check's time bound was reached") from None
+            if self.navigated_away or self.remaining() <= 0.5:
+                self._check_alive()  # a page in the middle of leaving does not answer either
             self.frozen = f"{what} got no answer within {bound:.0f} s: the main thread is blocked"
             await self.terminate_scripts()
             raise StopMeasuring(f"page frozen ({self.frozen})") from None
@@ -131,7 +131,7 @@ class BoundedPage:
                 await self.terminate_scripts()
                 raise StopMeasuring(f"page frozen ({self.frozen})") from None
             if "context was destroyed" in msg or "navigat" in msg.lower():
-                raise StopMeasuring(f"page navigated during {what}") from None
+                raise StopMeasuring(f"page navigated away ({what} was cut off)") from None
             # Anything else is the page breaking our probe (it runs in the page's own world).
             raise StopMeasuring(f"{what} failed in the page: {msg}") from None
 
@@ -175,13 +175,13 @@ class BoundedPage:
         right after); a page that redefined window.ready is found by polling it once a second.
         """
         end = time.monotonic() + min(timeout_s - (self.events.now() - nav_start), self.remaining())
-        next_poll = time.monotonic() + 1.0
+        next_poll = time.monotonic()
         while time.monotonic() < end:
             if self.ready_at_ms is not None:
                 return round(self.ready_at_ms / 1000, 2)
             self._check_alive()
             if time.monotonic() >= next_poll:
-                next_poll = time.monotonic() + 1.0
+                next_poll = time.monotonic()
                 try:
                     if await asyncio.wait_for(self.page.evaluate("window.ready === true"), 2.0):
                         return round(self.events.now() - nav_start, 2)
