@@ -130,22 +130,27 @@
         if (typeof prev === 'function') return prev.call(this, renderer, scene, camera, ...rest);
       };
       sc.hooked = s;
-      // Scale for camera moves: the centre of the box around the world's renderable objects
-      // (their bounding spheres' centres in world space; three.js computes those for culling anyway).
+      // Scale for camera moves: the centre of the world-space box around the world's renderable
+      // objects (their bounding boxes' corners; an InstancedMesh's box covers its instances).
       const box = [[Infinity, Infinity, Infinity], [-Infinity, -Infinity, -Infinity]];
       let n = 0;
       for (const o of objectsOf(s)) {
         if (!(o.isMesh || o.isPoints || o.isLine || o.isSprite) || !o.matrixWorld) continue;
-        let c = [0, 0, 0];
+        let bb = null;
         try {
-          const g = o.geometry;
-          if (g && !g.boundingSphere && g.computeBoundingSphere) g.computeBoundingSphere();
-          const sph = (o.isInstancedMesh && o.boundingSphere) || (g && g.boundingSphere);
-          if (sph) c = [sph.center.x, sph.center.y, sph.center.z];
-        } catch (e) { /* keep the object's origin */ }
+          if (o.isInstancedMesh) { if (!o.boundingBox && o.computeBoundingBox) o.computeBoundingBox(); bb = o.boundingBox; }
+          else if (o.geometry) { if (!o.geometry.boundingBox && o.geometry.computeBoundingBox) o.geometry.computeBoundingBox(); bb = o.geometry.boundingBox; }
+        } catch (e) { bb = null; }
+        const corners = bb && Number.isFinite(bb.min.x) && Number.isFinite(bb.max.x)
+          ? [0, 1, 2, 3, 4, 5, 6, 7].map((k) => [(k & 1 ? bb.max : bb.min).x, (k & 2 ? bb.max : bb.min).y, (k & 4 ? bb.max : bb.min).z])
+          : [[0, 0, 0]];
         const e = o.matrixWorld.elements;
-        const w = o.isInstancedMesh ? c : [0, 1, 2].map((i) => e[i] * c[0] + e[4 + i] * c[1] + e[8 + i] * c[2] + e[12 + i]);
-        for (let i = 0; i < 3; i++) { box[0][i] = Math.min(box[0][i], w[i]); box[1][i] = Math.max(box[1][i], w[i]); }
+        for (const c of corners) {
+          for (let i = 0; i < 3; i++) {
+            const w = e[i] * c[0] + e[4 + i] * c[1] + e[8 + i] * c[2] + e[12 + i];
+            box[0][i] = Math.min(box[0][i], w); box[1][i] = Math.max(box[1][i], w);
+          }
+        }
         n++;
       }
       if (n) sc.center = [0, 1, 2].map((i) => (box[0][i] + box[1][i]) / 2);

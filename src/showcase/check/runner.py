@@ -107,10 +107,12 @@ class _Measure:
         f0, t0 = await self.start_window()
         await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0, f0)
         got = await self.bp.evaluate(
-            "({win: window.__sc.readWindow(), snap: window.__sc.snapshot(), text: window.__sc.text()})",
+            """({win: window.__sc.readWindow(), snap: window.__sc.snapshot(), text: window.__sc.text(),
+                 webgl: window.__sc.webglContexts, c2d: window.__sc.canvas2dContexts})""",
             what="reading a measuring window",
         )
         self.m.observed_s += time.monotonic() - t0
+        self.m.webgl_contexts, self.m.canvas2d_contexts = got["webgl"], got["c2d"]
         win = got["win"]
         shot = await self.shot()
         win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"]), 4) if self.prev else None
@@ -181,11 +183,10 @@ class _Measure:
             win, _ = await self.window(2)
             m.windows.append(win)
             after = await bp.evaluate(
-                """() => ({world: window.__sc.world(), webgl: window.__sc.webglContexts, c2d: window.__sc.canvas2dContexts,
-                          pairs: [window.__sc.compare(0, 1), window.__sc.compare(1, 2)]})""",
+                "({world: window.__sc.world(), pairs: [window.__sc.compare(0, 1), window.__sc.compare(1, 2)]})",
                 what="counting the world and what moved in it",
             )
-            m.world, m.webgl_contexts, m.canvas2d_contexts = after["world"], after["webgl"], after["c2d"]
+            m.world = after["world"]
             m.animation = _max_counts([p for p in after["pairs"] if p])
             mark("controls")
             cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
