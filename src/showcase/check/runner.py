@@ -75,46 +75,46 @@ class _Measure:
         self.m.last_shot = png
         return shot
 
-    async def status(self) -> dict:
-        return await self.bp.evaluate("window.__sc ? window.__sc.status() : {frames: 0, camera: false}",
-                                      what="asking the page for its frame count")
+    async def wait_frames(self, min_s: float, min_frames: int, max_s: float, t0: float, read: str, what: str) -> dict:
+        """Wait min_s, then on until min_frames new frames have shown, bounded by max_s; returns `read`'s value.
 
-    async def wait_frames(self, min_s: float, min_frames: int, max_s: float, t0: float, f0: int) -> None:
-        """Wait min_s, then on until min_frames new frames have shown, bounded by max_s.
-
+        `read` is evaluated in the page and must give {frames, ...} counted since the window opened.
         A page that showed no frame at all within max(min_s, 1 s) gets no extension: it does not
         animate with requestAnimationFrame, and waiting longer would only slow the check.
         """
         await asyncio.sleep(max(0.0, min(t0 + min_s - time.monotonic(), self.bp.remaining() - 1)))
-        while time.monotonic() - t0 < max_s and self.bp.remaining() > 1:
-            frames = (await self.status())["frames"] - f0
-            if frames >= min_frames or (frames == 0 and time.monotonic() - t0 >= max(min_s, 1.0)):
-                return
+        while True:
+            got = await self.bp.evaluate(read, what=what)
+            frames = got["frames"]
+            done = frames >= min_frames or (frames == 0 and time.monotonic() - t0 >= max(min_s, 1.0))
+            if done or time.monotonic() - t0 >= max_s or self.bp.remaining() <= 1:
+                return got
             await asyncio.sleep(0.1)
 
-    async def start_window(self) -> tuple[int, float]:
-        """Hook window.scene (again: a page may set it late) and open a window; (frames so far, start time)."""
-        frames = await self.bp.evaluate(
-            "window.__sc.attach(), window.__sc.startWindow(), window.__sc.frames", what="opening a measuring window"
-        )
-        return frames, time.monotonic()
+    async def start_window(self) -> float:
+        """Hook window.scene (again: a page may set it late) and open a window; its start time."""
+        await self.bp.evaluate("window.__sc.attach(), window.__sc.startWindow()", what="opening a measuring window")
+        return time.monotonic()
 
     async def window(self, index: int) -> tuple[dict, dict]:
         """One tour window: camera deviation, frames, a scene snapshot, pixels changed since the last screenshot.
 
         Calls into the page are few and combined: at 1 fps each one waits for a frame.
         """
-        f0, t0 = await self.start_window()
-        await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0, f0)
-        got = await self.bp.evaluate(
-            """({win: window.__sc.readWindow(), snap: window.__sc.snapshot(), text: window.__sc.text(),
-                 webgl: window.__sc.webglContexts, c2d: window.__sc.canvas2dContexts})""",
-            what="reading a measuring window",
+        t0 = await self.start_window()
+        await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0,
+                               "window.__sc.readWindow()", "reading a measuring window")
+        got, shot = await _both(
+            self.bp.evaluate(
+                """({win: window.__sc.readWindow(), snap: window.__sc.snapshot(), text: window.__sc.text(),
+                     webgl: window.__sc.webglContexts, c2d: window.__sc.canvas2dContexts})""",
+                what="reading a measuring window",
+            ),
+            self.shot(),
         )
         self.m.observed_s += time.monotonic() - t0
         self.m.webgl_contexts, self.m.canvas2d_contexts = got["webgl"], got["c2d"]
         win = got["win"]
-        shot = await self.shot()
         win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"]), 4) if self.prev else None
         win["index"] = index
         self.prev = shot
@@ -122,16 +122,22 @@ class _Measure:
 
     async def step(self, name: str, action) -> dict:
         """One control step: optional input, then at least step_s and step_min_frames; change vs the last screenshot."""
-        f0, t0 = await self.start_window()
+        t0 = await self.start_window()
         if action is not None:
             await action()
-        await self.wait_frames(self.t.step_s, self.t.step_min_frames, self.t.step_max_s, t0, f0)
-        win = await self.bp.evaluate("window.__sc.readWindow()", what=f"reading the {name} step")
+        win, shot = await _both(
+            self.wait_frames(self.t.step_s, self.t.step_min_frames, self.t.step_max_s, t0,
+                             "window.__sc.readWindow()", f"reading the {name} step"),
+            self._shot_after(t0 + self.t.step_s),
+        )
         self.m.observed_s += time.monotonic() - t0
-        shot = await self.shot()
         win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["10"]["pixel_tolerance"]), 4)
         self.prev = shot
         return win
+
+    async def _shot_after(self, at: float) -> Shot:
+        await asyncio.sleep(max(0.0, at - time.monotonic()))
+        return await self.shot()
 
     async def wheel(self) -> None:
         spec = self.r.items["10"]
@@ -167,11 +173,10 @@ class _Measure:
             # (an exception thrown right after setting ready) have all arrived by then.
             m.load_end_s = bp.events.now()
             mark("after ready")
-            await bp.evaluate("1", what="a trivial call into the page")
+            f0 = await bp.evaluate("window.__sc.attach(), window.__sc.frames", what="hooking window.scene")
             m.load_end_s = bp.events.now()
-            await bp.evaluate("window.__sc.attach()", what="hooking window.scene")
-            f0 = (await self.status())["frames"]
-            await self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(), f0)
+            await self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
+                                   f"({{frames: window.__sc.frames - {int(f0)}}})", "waiting for a frame after ready")
             self.prev = await self.shot()
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"]), 4)
             mark("tour window 1")
@@ -203,6 +208,15 @@ class _Measure:
         if m.ready_after_s is None and bp.ready_at_ms is not None:
             m.ready_after_s = round(bp.ready_at_ms / 1000, 2)  # seen by the binding after the wait ended
         return m
+
+
+async def _both(a, b) -> tuple:
+    """Run two bounded page calls side by side; both finish before the first failure is raised."""
+    ra, rb = await asyncio.gather(a, b, return_exceptions=True)
+    for r in (ra, rb):
+        if isinstance(r, BaseException):
+            raise r
+    return ra, rb
 
 
 @lru_cache(maxsize=4)
