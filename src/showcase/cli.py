@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "showcase.doctor",
     "showcase.gate.cli",
     "showcase.sandbox.cli",
+    "showcase.check.cli",
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
@@ -33,6 +34,7 @@ SCHEMAS: dict[str, str] = {
     "gate-stats": "showcase.gate.log.GateStats",
     "sandbox-spec": "showcase.sandbox.base.SandboxSpec",
     "harness": "showcase.harness.Harness",
+    "check": "showcase.check.models.CheckReport",
 }
 
 

@@ -1,0 +1,311 @@
+// The in-page probe of the browser check (rubric in checks/rubric.toml).
+// Injected before any page script runs. It only watches: it counts requestAnimationFrame frames,
+// WebGL draw calls and triangles per frame, follows the camera through window.scene.onBeforeRender,
+// and takes snapshots of what moves in the scene graph. Everything it keeps lives in window.__sc.
+(() => {
+  if (window.__sc || window.top !== window) return;
+  const sc = (window.__sc = {
+    frames: 0,            // distinct requestAnimationFrame timestamps seen by the page's callbacks
+    webglContexts: 0,     // WebGL contexts the page created
+    canvas2dContexts: 0,  // 2D contexts the page created
+    cur: { draws: 0, parts: 0, triangles: 0 },
+    lastFrame: { draws: 0, parts: 0, triangles: 0 },
+    maxFrame: { draws: 0, parts: 0, triangles: 0 },
+    cameraCounts: new Map(), // camera -> renders of window.scene with it
+    mainCamera: null,
+    lastPose: null,
+    win: null,
+    hooked: null,
+    snaps: [],
+  });
+
+  // --- frames: count distinct rAF timestamps the page's callbacks receive ---
+  const rafOrig = window.requestAnimationFrame.bind(window);
+  let lastTs = -1;
+  const onFrame = (ts) => {
+    if (ts === lastTs) return;
+    lastTs = ts;
+    sc.frames += 1;
+    // The draws of the previous frame are complete: keep them as "last frame" and track the maximum.
+    sc.lastFrame = sc.cur;
+    for (const k of ['draws', 'parts', 'triangles']) sc.maxFrame[k] = Math.max(sc.maxFrame[k], sc.cur[k]);
+    sc.cur = { draws: 0, parts: 0, triangles: 0 };
+  };
+  window.requestAnimationFrame = function requestAnimationFrame(cb) {
+    return rafOrig((ts) => {
+      onFrame(ts);
+      return cb(ts);
+    });
+  };
+
+  // --- contexts created by the page ---
+  const getContextOrig = HTMLCanvasElement.prototype.getContext;
+  HTMLCanvasElement.prototype.getContext = function getContext(type, ...rest) {
+    const ctx = getContextOrig.call(this, type, ...rest);
+    if (ctx && !this.__scCounted) {
+      if (/webgl/i.test(String(type))) { sc.webglContexts += 1; this.__scCounted = true; }
+      else if (String(type) === '2d') { sc.canvas2dContexts += 1; this.__scCounted = true; }
+    }
+    return ctx;
+  };
+
+  // --- draw calls and triangles per frame (the canvas fallback of item 6a) ---
+  const trianglesOf = (mode, count) => (mode === 4 ? Math.floor(count / 3) : mode === 5 || mode === 6 ? Math.max(0, count - 2) : 0);
+  const wrapDraw = (proto, name, countArg, instArg) => {
+    const orig = proto && proto[name];
+    if (typeof orig !== 'function') return;
+    proto[name] = function (...args) {
+      const inst = instArg === null ? 1 : Math.max(0, args[instArg] | 0);
+      sc.cur.draws += 1;
+      sc.cur.parts += inst;
+      sc.cur.triangles += trianglesOf(args[0], args[countArg] | 0) * inst;
+      return orig.apply(this, args);
+    };
+  };
+  for (const proto of [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype]) {
+    if (!proto) continue;
+    wrapDraw(proto, 'drawArrays', 2, null);
+    wrapDraw(proto, 'drawElements', 1, null);
+    wrapDraw(proto, 'drawArraysInstanced', 2, 3);
+    wrapDraw(proto, 'drawElementsInstanced', 1, 4);
+  }
+
+  // --- camera pose through window.scene.onBeforeRender ---
+  const poseOf = (m) => {
+    const e = m.elements;
+    const cols = [[e[0], e[1], e[2]], [e[4], e[5], e[6]], [e[8], e[9], e[10]]].map((c) => {
+      const n = Math.hypot(c[0], c[1], c[2]) || 1;
+      return [c[0] / n, c[1] / n, c[2] / n];
+    });
+    return { p: [e[12], e[13], e[14]], r: cols };
+  };
+  // Zoom without moving (fov or zoom changed) counts like a move along the view axis.
+  const lensOf = (camera) => (camera.isPerspectiveCamera ? camera.fov / (camera.zoom || 1) : 1 / (camera.zoom || 1));
+  const angleDeg = (a, b) => {
+    // rotation angle of a^T b from its trace
+    let tr = 0;
+    for (let i = 0; i < 3; i++) tr += a.r[i][0] * b.r[i][0] + a.r[i][1] * b.r[i][1] + a.r[i][2] * b.r[i][2];
+    const c = Math.min(1, Math.max(-1, (tr - 1) / 2));
+    return (Math.acos(c) * 180) / Math.PI;
+  };
+  const dist = (a, b) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
+  sc.center = [0, 0, 0];
+
+  const onRender = (camera) => {
+    if (!camera || !camera.matrixWorld) return;
+    const n = (sc.cameraCounts.get(camera) || 0) + 1;
+    sc.cameraCounts.set(camera, n);
+    if (!sc.mainCamera || (camera !== sc.mainCamera && n > (sc.cameraCounts.get(sc.mainCamera) || 0))) sc.mainCamera = camera;
+    if (camera !== sc.mainCamera) return;
+    const pose = poseOf(camera.matrixWorld);
+    pose.lens = lensOf(camera);
+    sc.lastPose = pose;
+    const w = sc.win;
+    if (!w) return;
+    if (!w.ref) { w.ref = pose; w.scale = Math.max(dist(pose.p, sc.center), 1e-6); return; }
+    w.renders += 1;
+    w.maxDeg = Math.max(w.maxDeg, angleDeg(w.ref, pose));
+    w.maxMove = Math.max(w.maxMove, dist(w.ref.p, pose.p) / w.scale);
+    // Zoom: change of the camera's distance to the world's centre (a tour orbiting it keeps that
+    // distance, a wheel dolly changes it) plus the log change of fov/zoom.
+    const radial = Math.abs(dist(pose.p, sc.center) - dist(w.ref.p, sc.center)) / w.scale;
+    const lens = w.ref.lens > 0 && pose.lens > 0 ? Math.abs(Math.log(pose.lens / w.ref.lens)) : 0;
+    w.maxZoom = Math.max(w.maxZoom, radial + lens);
+  };
+
+  const objectsOf = (scene) => {
+    const out = [];
+    scene.traverse((o) => out.push(o));
+    return out;
+  };
+
+  // Hook window.scene (chaining any onBeforeRender it already had); returns what was found.
+  sc.attach = () => {
+    const s = window.scene;
+    if (!s || typeof s.traverse !== 'function') return { scene: false };
+    if (sc.hooked !== s) {
+      const prev = s.onBeforeRender;
+      s.onBeforeRender = function (renderer, scene, camera, ...rest) {
+        try { onRender(camera); } catch (e) { /* never break the page */ }
+        if (typeof prev === 'function') return prev.call(this, renderer, scene, camera, ...rest);
+      };
+      sc.hooked = s;
+      // Scale for camera moves: the centre of the world-space box around the world's renderable
+      // objects (their bounding boxes' corners; an InstancedMesh's box covers its instances).
+      const box = [[Infinity, Infinity, Infinity], [-Infinity, -Infinity, -Infinity]];
+      let n = 0;
+      for (const o of objectsOf(s)) {
+        if (!(o.isMesh || o.isPoints || o.isLine || o.isSprite) || !o.matrixWorld) continue;
+        let bb = null;
+        try {
+          if (o.isInstancedMesh) { if (!o.boundingBox && o.computeBoundingBox) o.computeBoundingBox(); bb = o.boundingBox; }
+          else if (o.geometry) { if (!o.geometry.boundingBox && o.geometry.computeBoundingBox) o.geometry.computeBoundingBox(); bb = o.geometry.boundingBox; }
+        } catch (e) { bb = null; }
+        const corners = bb && Number.isFinite(bb.min.x) && Number.isFinite(bb.max.x)
+          ? [0, 1, 2, 3, 4, 5, 6, 7].map((k) => [(k & 1 ? bb.max : bb.min).x, (k & 2 ? bb.max : bb.min).y, (k & 4 ? bb.max : bb.min).z])
+          : [[0, 0, 0]];
+        const e = o.matrixWorld.elements;
+        for (const c of corners) {
+          for (let i = 0; i < 3; i++) {
+            const w = e[i] * c[0] + e[4 + i] * c[1] + e[8 + i] * c[2] + e[12 + i];
+            box[0][i] = Math.min(box[0][i], w); box[1][i] = Math.max(box[1][i], w);
+          }
+        }
+        n++;
+      }
+      if (n) sc.center = [0, 1, 2].map((i) => (box[0][i] + box[1][i]) / 2);
+    }
+    return { scene: true };
+  };
+
+  // A measuring window: camera deviation from the pose on screen at its start, frames counted.
+  sc.startWindow = () => {
+    sc.win = { ref: sc.lastPose, scale: sc.lastPose ? Math.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, t0: performance.now() };
+    return true;
+  };
+  sc.readWindow = () => {
+    const w = sc.win;
+    if (!w) return null;
+    return {
+      camera: !!sc.mainCamera,
+      renders: w.renders,
+      max_degrees: w.maxDeg,
+      max_move: w.maxMove,
+      max_zoom: w.maxZoom,
+      frames: sc.frames - w.frames0,
+      seconds: (performance.now() - w.t0) / 1000,
+    };
+  };
+  sc.status = () => ({ frames: sc.frames, camera: !!sc.mainCamera, ready: window.ready === true });
+
+  // --- the world: parts and triangles from the scene graph ---
+  const isVisible = (o) => {
+    for (let p = o; p; p = p.parent) if (p.visible === false) return false;
+    return true;
+  };
+  sc.world = () => {
+    const s = window.scene;
+    const res = { scene: !!(s && typeof s.traverse === 'function'), parts: 0, triangles: 0, instanced_meshes: 0, meshes: 0,
+      canvas: { draws_per_frame: sc.maxFrame.draws, parts_per_frame: sc.maxFrame.parts, triangles_per_frame: sc.maxFrame.triangles } };
+    if (!res.scene) return res;
+    for (const o of objectsOf(s)) {
+      if (!(o.isMesh || o.isPoints || o.isLine || o.isSprite) || !isVisible(o)) continue;
+      let inst = 1;
+      if (o.isInstancedMesh) { inst = o.count; res.instanced_meshes += 1; }
+      else if (o.isBatchedMesh) inst = o._drawInfo ? o._drawInfo.filter((d) => d.visible && d.active).length : 1;
+      else if (o.geometry && o.geometry.isInstancedBufferGeometry && Number.isFinite(o.geometry.instanceCount)) inst = o.geometry.instanceCount;
+      res.parts += inst;
+      if (o.isMesh) {
+        res.meshes += 1;
+        const g = o.geometry;
+        if (g && g.attributes && g.attributes.position) {
+          const n = g.index ? g.index.count : g.attributes.position.count;
+          res.triangles += Math.floor(n / 3) * inst;
+        }
+      }
+    }
+    return res;
+  };
+
+  // --- animation: snapshots of what can move, compared pairwise ---
+  const isUnderCamera = (o) => {
+    for (let p = o; p; p = p.parent) if (p.isCamera) return true;
+    return false;
+  };
+  sc.snapshot = () => {
+    const s = window.scene;
+    if (!s || typeof s.traverse !== 'function') return -1;
+    const nodes = new Map(), inst = new Map(), attrs = new Map(), unif = new Map(), morph = new Map();
+    for (const o of objectsOf(s)) {
+      if (o.isCamera || isUnderCamera(o)) continue;
+      if (o.matrixWorld) nodes.set(o, Float64Array.from(o.matrixWorld.elements));
+      if (o.isInstancedMesh && o.instanceMatrix) inst.set(o, o.instanceMatrix.array.slice(0, o.count * 16));
+      const pos = o.geometry && o.geometry.attributes && o.geometry.attributes.position;
+      if (pos) {
+        // Vertex data is compared only when three.js was told it changed (its version counter).
+        const entry = { version: pos.version, obj: o };
+        if (o.isPoints && pos.array.length <= 600000) entry.copy = pos.array.slice();
+        attrs.set(pos, entry);
+      }
+      if (o.morphTargetInfluences && o.morphTargetInfluences.length) morph.set(o, Float64Array.from(o.morphTargetInfluences));
+      const mats = Array.isArray(o.material) ? o.material : o.material ? [o.material] : [];
+      for (const m of mats) {
+        if (!m || !m.uniforms || unif.has(m)) continue;
+        const nums = [];
+        for (const k of Object.keys(m.uniforms).sort()) {
+          const v = m.uniforms[k] && m.uniforms[k].value;
+          if (typeof v === 'number') nums.push(v);
+          else if (v && typeof v === 'object' && !Array.isArray(v) && !v.isTexture) {
+            for (const c of ['x', 'y', 'z', 'w', 'r', 'g', 'b']) if (typeof v[c] === 'number') nums.push(v[c]);
+          }
+        }
+        if (nums.length) unif.set(m, nums);
+      }
+    }
+    const cam = sc.mainCamera && sc.mainCamera.matrixWorld ? [sc.mainCamera.matrixWorld.elements[12], sc.mainCamera.matrixWorld.elements[13], sc.mainCamera.matrixWorld.elements[14]] : null;
+    sc.snaps.push({ nodes, inst, attrs, unif, morph, cam, t: performance.now() });
+    return sc.snaps.length - 1;
+  };
+  const changed = (a, b, tol) => {
+    if (a.length !== b.length) return true;
+    for (let i = 0; i < a.length; i++) if (Math.abs(a[i] - b[i]) > tol * (1 + Math.abs(a[i]))) return true;
+    return false;
+  };
+  sc.compare = (i, j) => {
+    const A = sc.snaps[i], B = sc.snaps[j];
+    if (!A || !B) return null;
+    const camD = A.cam && B.cam ? [B.cam[0] - A.cam[0], B.cam[1] - A.cam[1], B.cam[2] - A.cam[2]] : [0, 0, 0];
+    const camMoved = Math.hypot(...camD) > 1e-9;
+    const res = { nodes: 0, followers_excluded: 0, instances: 0, particles: 0, geometries: 0, uniform_materials: 0, morph_meshes: 0, seconds: (B.t - A.t) / 1000 };
+    for (const [o, m1] of B.nodes) {
+      const m0 = A.nodes.get(o);
+      if (!m0 || !changed(m0, m1, 1e-5)) continue;
+      // Whatever moved by the same vector as the camera moves with it (sky domes, head lights).
+      const d = [m1[12] - m0[12], m1[13] - m0[13], m1[14] - m0[14]];
+      if (camMoved && Math.hypot(d[0] - camD[0], d[1] - camD[1], d[2] - camD[2]) <= 1e-3 * Math.hypot(...camD) + 1e-6) { res.followers_excluded++; continue; }
+      res.nodes++;
+    }
+    for (const [o, a1] of B.inst) {
+      const a0 = A.inst.get(o);
+      if (!a0) continue;
+      const n = Math.min(a0.length, a1.length) / 16;
+      for (let k = 0; k < n; k++) {
+        for (let c = 0; c < 16; c++) {
+          const x = a0[k * 16 + c], y = a1[k * 16 + c];
+          if (Math.abs(x - y) > 1e-5 * (1 + Math.abs(x))) { res.instances++; break; }
+        }
+      }
+    }
+    for (const [attr, e1] of B.attrs) {
+      const e0 = A.attrs.get(attr);
+      if (!e0 || e0.version === e1.version) continue;
+      if (e0.copy && e1.copy) {
+        const n = Math.min(e0.copy.length, e1.copy.length) / 3;
+        let moved = 0;
+        for (let k = 0; k < n; k++) {
+          if (Math.abs(e0.copy[3 * k] - e1.copy[3 * k]) + Math.abs(e0.copy[3 * k + 1] - e1.copy[3 * k + 1]) + Math.abs(e0.copy[3 * k + 2] - e1.copy[3 * k + 2]) > 1e-6) moved++;
+        }
+        res.particles += moved;
+      } else {
+        res.geometries++;
+      }
+    }
+    for (const [m, u1] of B.unif) {
+      const u0 = A.unif.get(m);
+      if (u0 && changed(u0, u1, 1e-7)) res.uniform_materials++;
+    }
+    for (const [o, w1] of B.morph) {
+      const w0 = A.morph.get(o);
+      if (w0 && changed(w0, w1, 1e-6)) res.morph_meshes++;
+    }
+    return res;
+  };
+
+  // --- the visible text, for the English item ---
+  sc.text = () => {
+    const parts = [];
+    if (document.title) parts.push(document.title);
+    if (document.body) parts.push(document.body.innerText || '');
+    return parts.join('\n').replace(/[ \t]+/g, ' ').trim();
+  };
+})();

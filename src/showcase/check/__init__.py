@@ -1,0 +1,1 @@
+"""The ten-point browser check (spec: browser-check.md; rubric as data in checks/)."""

@@ -1,0 +1,78 @@
+"""The quick load check: does a page load cleanly and set window.ready? (every kept version, shot.sh)
+
+Uses the fastest renderer (llvmpipe): it scores nothing that depends on the frame rate.
+"""
+
+import asyncio
+import time
+from pathlib import Path
+
+from showcase.browser.launch import launch_browser
+from showcase.check.models import LoadCheck
+from showcase.check.runner import _write_atomic, offline_cdn
+from showcase.check.rubric import load_script
+from showcase.check.session import BoundedPage, StopMeasuring
+
+QUICK_RENDERER = "llvmpipe"
+NAVIGATION_TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = 10.0
+
+
+async def load_check(
+    html: bytes,
+    *,
+    screenshot_path: Path | None = None,
+    npm_dir: Path | None = None,
+    settle_s: float = 3.0,
+    ready_timeout_s: float = 30.0,
+) -> LoadCheck:
+    """Navigate, wait for ready (bounded), settle, screenshot; errors up to ready + settle."""
+    started = time.monotonic()
+    cdn = offline_cdn(npm_dir)
+    deadline = started + NAVIGATION_TIMEOUT_S + ready_timeout_s + settle_s + 2 * CALL_TIMEOUT_S
+    shot_written = None
+    async with launch_browser(QUICK_RENDERER) as browser:
+        bp = await BoundedPage.open(browser, html, cdn, (1280, 720), [load_script("ready.js")], deadline, CALL_TIMEOUT_S)
+        try:
+            nav_start = bp.events.now()
+            nav_error = await bp.goto(NAVIGATION_TIMEOUT_S)
+            ready_after = None
+            try:
+                ready_after = await bp.wait_ready(nav_start, ready_timeout_s, 0.05)
+                await asyncio.sleep(max(0.0, min(settle_s, bp.remaining() - 1)))
+                if screenshot_path is not None:
+                    png = await bp.screenshot(CALL_TIMEOUT_S)
+                    _write_atomic(Path(screenshot_path), png)
+                    shot_written = str(screenshot_path)
+            except StopMeasuring:
+                pass
+            errors = bp.events.all_errors()
+            if nav_error:
+                errors.insert(0, f"navigation: {nav_error}")
+            if bp.frozen:
+                errors.append(f"page frozen: {bp.frozen}")
+            if bp.navigated_away:
+                errors.append(f"page navigated away to {bp.navigated_away}")
+        finally:
+            await bp.close()
+    return LoadCheck(
+        loads=not errors,
+        ready=ready_after is not None,
+        ready_after_s=ready_after,
+        errors=errors,
+        screenshot=shot_written,
+        seconds=round(time.monotonic() - started, 2),
+    )
+
+
+def load_check_sync(
+    html: bytes,
+    *,
+    screenshot_path: Path | None = None,
+    npm_dir: Path | None = None,
+    settle_s: float = 3.0,
+    ready_timeout_s: float = 30.0,
+) -> LoadCheck:
+    return asyncio.run(
+        load_check(html, screenshot_path=screenshot_path, npm_dir=npm_dir, settle_s=settle_s, ready_timeout_s=ready_timeout_s)
+    )

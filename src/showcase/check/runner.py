@@ -1,0 +1,374 @@
+"""The browser check of one page: launch, measure every item within the time bound, score, write.
+
+Order (rubric checks/rubric.toml): navigate -> window.ready -> screenshot of the frame after ready
+(blank) -> tour window 1 -> tour window 2 (frame rate, world size) -> baseline, wheel, baseline,
+drag. Whatever stops the measuring early (a frozen page, a page gone elsewhere, the time bound)
+leaves the items not yet measured failed with that reason.
+"""
+
+import asyncio
+import datetime as dt
+import hashlib
+import os
+import tempfile
+import time
+import uuid
+from functools import lru_cache
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from showcase import __version__
+from showcase.browser.cdn import OfflineCdn
+from showcase.browser.launch import chromium_version, launch_browser
+from showcase.check.cpu import ForeignCpu, find_pid_with_arg
+from showcase.check.models import CheckReport
+from showcase.check.pixels import changed_share, off_dominant_share, to_array
+from showcase.check.rubric import Rubric, load_rubric, load_script
+from showcase.check.scoring import score
+from showcase.check.session import BoundedPage, StopMeasuring, webgl_renderer
+from showcase.errors import InfraError, UserError
+from showcase.task import load_task
+
+
+@dataclass
+class Shot:
+    png: bytes
+    rgb: np.ndarray
+
+
+@dataclass
+class Measurements:
+    """Raw figures of one session; scoring turns them into items."""
+
+    nav_error: str | None = None
+    ready_after_s: float | None = None
+    load_end_s: float = 0.0            # end of "while loading", seconds since events.t0
+    blank_share: float | None = None
+    windows: list[dict] = field(default_factory=list)
+    world: dict | None = None
+    animation: dict | None = None
+    text: str | None = None
+    steps: dict[str, dict] = field(default_factory=dict)
+    webgl_contexts: int | None = None
+    canvas2d_contexts: int | None = None
+    stopped: str | None = None          # why measuring stopped early
+    stopped_phase: str | None = None    # the phase it stopped in
+    phases: dict[str, float] = field(default_factory=dict)
+    last_shot: bytes | None = None
+    observed_s: float = 0.0
+
+
+class _Measure:
+    def __init__(self, bp: BoundedPage, rubric: Rubric):
+        self.bp = bp
+        self.r = rubric
+        self.t = rubric.timing
+        self.m = Measurements()
+        self.prev: Shot | None = None
+
+    async def shot(self) -> Shot:
+        png = await self.bp.screenshot(self.t.screenshot_timeout_s)
+        shot = Shot(png, to_array(png))
+        self.m.last_shot = png
+        return shot
+
+    async def wait_frames(self, min_s: float, min_frames: int, max_s: float, t0: float, read: str, what: str) -> dict:
+        """Wait min_s, then on until min_frames new frames have shown, bounded by max_s; returns `read`'s value.
+
+        `read` is evaluated in the page and must give {frames, ...} counted since the window opened.
+        A page that showed no frame at all within max(min_s, 1 s) gets no extension: it does not
+        animate with requestAnimationFrame, and waiting longer would only slow the check.
+        """
+        await asyncio.sleep(max(0.0, min(t0 + min_s - time.monotonic(), self.bp.remaining() - 1)))
+        while True:
+            got = await self.bp.evaluate(read, what=what)
+            frames = got["frames"]
+            done = frames >= min_frames or (frames == 0 and time.monotonic() - t0 >= max(min_s, 1.0))
+            if done or time.monotonic() - t0 >= max_s or self.bp.remaining() <= 1:
+                return got
+            await asyncio.sleep(0.1)
+
+    async def start_window(self) -> float:
+        """Hook window.scene (again: a page may set it late) and open a window; its start time."""
+        await self.bp.evaluate("window.__sc.attach(), window.__sc.startWindow()", what="opening a measuring window")
+        return time.monotonic()
+
+    async def window(self, index: int) -> tuple[dict, dict]:
+        """One tour window: camera deviation, frames, a scene snapshot, pixels changed since the last screenshot.
+
+        Calls into the page are few and combined: at 1 fps each one waits for a frame.
+        """
+        t0 = await self.start_window()
+        await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0,
+                               "window.__sc.readWindow()", "reading a measuring window")
+        got, shot = await _both(
+            self.bp.evaluate(
+                """({win: window.__sc.readWindow(), snap: window.__sc.snapshot(), text: window.__sc.text(),
+                     webgl: window.__sc.webglContexts, c2d: window.__sc.canvas2dContexts})""",
+                what="reading a measuring window",
+            ),
+            self.shot(),
+        )
+        self.m.observed_s += time.monotonic() - t0
+        self.m.webgl_contexts, self.m.canvas2d_contexts = got["webgl"], got["c2d"]
+        win = got["win"]
+        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"]), 4) if self.prev else None
+        win["index"] = index
+        self.prev = shot
+        return win, got
+
+    async def step(self, name: str, action) -> dict:
+        """One control step: optional input, then at least step_s and step_min_frames; change vs the last screenshot."""
+        t0 = await self.start_window()
+        if action is not None:
+            await action()
+        win, shot = await _both(
+            self.wait_frames(self.t.step_s, self.t.step_min_frames, self.t.step_max_s, t0,
+                             "window.__sc.readWindow()", f"reading the {name} step"),
+            self._shot_after(t0 + self.t.step_s),
+        )
+        self.m.observed_s += time.monotonic() - t0
+        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["10"]["pixel_tolerance"]), 4)
+        self.prev = shot
+        return win
+
+    async def _shot_after(self, at: float) -> Shot:
+        await asyncio.sleep(max(0.0, at - time.monotonic()))
+        return await self.shot()
+
+    async def wheel(self) -> None:
+        spec = self.r.items["10"]
+        for _ in range(int(spec["wheel_notches"])):
+            await self.bp.call("mouse wheel", lambda: self.bp.page.mouse.wheel(0, spec["wheel_delta"]))
+
+    async def drag(self) -> None:
+        spec = self.r.items["10"]
+        cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
+        mouse = self.bp.page.mouse
+        await self.bp.call("mouse down", lambda: mouse.down())
+        await self.bp.call("mouse drag", lambda: mouse.move(cx + spec["drag_dx"], cy + spec["drag_dy"], steps=int(spec["drag_moves"])))
+        await self.bp.call("mouse up", lambda: mouse.up())
+
+    async def run(self) -> Measurements:
+        m, bp, t = self.m, self.bp, self.t
+        phase_t = time.monotonic()
+        phase = "navigation"
+
+        def mark(next_phase: str) -> None:
+            nonlocal phase_t, phase
+            now = time.monotonic()
+            m.phases[phase] = round(now - phase_t, 2)
+            phase, phase_t = next_phase, now
+
+        try:
+            nav_start = bp.events.now()
+            m.nav_error = await bp.goto(t.navigation_timeout_s)
+            mark("ready")
+            m.ready_after_s = await bp.wait_ready(nav_start, t.ready_timeout_s, t.ready_poll_ms / 1000)
+            # "While loading" ends once the checker has seen ready (or gave up on it) and one call
+            # has made the round trip through the page's main thread: events the page sent before
+            # (an exception thrown right after setting ready) have all arrived by then.
+            m.load_end_s = bp.events.now()
+            mark("after ready")
+            f0 = await bp.evaluate("window.__sc.attach(), window.__sc.frames", what="hooking window.scene")
+            m.load_end_s = bp.events.now()
+            await self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
+                                   f"({{frames: window.__sc.frames - {int(f0)}}})", "waiting for a frame after ready")
+            self.prev = await self.shot()
+            m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"]), 4)
+            mark("tour window 1")
+            await bp.evaluate("window.__sc.snapshot()", what="taking a scene snapshot")
+            win, got = await self.window(1)
+            m.windows.append(win)
+            m.text = got["text"]
+            mark("tour window 2")
+            win, _ = await self.window(2)
+            m.windows.append(win)
+            after = await bp.evaluate(
+                "({world: window.__sc.world(), pairs: [window.__sc.compare(0, 1), window.__sc.compare(1, 2)]})",
+                what="counting the world and what moved in it",
+            )
+            m.world = after["world"]
+            m.animation = _max_counts([p for p in after["pairs"] if p])
+            mark("controls")
+            cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
+            await bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
+            self.prev = await self.shot()
+            m.steps["baseline before wheel"] = await self.step("baseline before wheel", None)
+            m.steps["wheel"] = await self.step("wheel", self.wheel)
+            m.steps["baseline before drag"] = await self.step("baseline before drag", None)
+            m.steps["drag"] = await self.step("drag", self.drag)
+            mark("done")
+        except StopMeasuring as stop:
+            m.stopped, m.stopped_phase = str(stop), phase
+            mark("stopped")
+        if m.ready_after_s is None and bp.ready_at_ms is not None:
+            m.ready_after_s = round(bp.ready_at_ms / 1000, 2)  # seen by the binding after the wait ended
+        return m
+
+
+async def _both(a, b) -> tuple:
+    """Run two bounded page calls side by side; both finish before the first failure is raised."""
+    ra, rb = await asyncio.gather(a, b, return_exceptions=True)
+    for r in (ra, rb):
+        if isinstance(r, BaseException):
+            raise r
+    return ra, rb
+
+
+@lru_cache(maxsize=4)
+def offline_cdn(npm_dir: Path | None) -> OfflineCdn:
+    """One offline CDN per npm folder and process: its tarballs are unpacked once, not per check."""
+    return OfflineCdn(load_task("voxel").npm, npm_dir)
+
+
+def _warm(cdn: OfflineCdn) -> None:
+    for url in load_task("voxel").import_map.values():
+        if not url.endswith("/"):
+            cdn.lookup(url)
+
+
+@lru_cache(maxsize=1)
+def cached_chromium_version() -> str:
+    return chromium_version()
+
+
+def _max_counts(rows: list[dict]) -> dict | None:
+    if not rows:
+        return None
+    keys = [k for k in rows[0] if k != "seconds"]
+    return {k: max(r.get(k, 0) for r in rows) for k in keys}
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+async def check_page(
+    html: bytes,
+    *,
+    npm_dir: Path | None = None,
+    screenshot_path: Path | None = None,
+    page_name: str = "<bytes>",
+    extra_browser_args: list[str] | None = None,
+) -> CheckReport:
+    """Score one page on the ten items. The page's faults are scored; ours raise InfraError."""
+    rubric = load_rubric()
+    scripts = [load_script("ready.js"), load_script("probe.js")]
+    started = time.monotonic()
+    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    cdn = offline_cdn(npm_dir)
+    # Unpack the import-map files while the browser starts (the first time in a process takes ~1 s).
+    warm = asyncio.create_task(asyncio.to_thread(_warm, cdn))
+    chromium = asyncio.create_task(asyncio.to_thread(cached_chromium_version))
+    cpu = ForeignCpu()
+    marker = f"--showcase-check={uuid.uuid4().hex}"  # tags our browser process for the CPU meter
+    async with launch_browser(rubric.renderer, [marker] + list(extra_browser_args or [])) as browser:
+        cpu.browser_pid = find_pid_with_arg(marker)
+        cpu.start()
+        renderer = await webgl_renderer(browser)
+        # The page's share of the time bound starts when its page opens: a slow launch is the machine's.
+        deadline = time.monotonic() + rubric.timing.max_check_s - rubric.timing.close_reserve_s
+        bp = await BoundedPage.open(
+            browser, html, cdn, rubric.viewport, scripts, deadline, rubric.timing.call_timeout_s
+        )
+        await warm
+        launched_s = round(time.monotonic() - started, 2)
+        measure = _Measure(bp, rubric)
+        try:
+            # Every call inside is bounded; this outer bound is the last line of defence.
+            await asyncio.wait_for(measure.run(), max(1.0, deadline - time.monotonic() + 5))
+        except asyncio.TimeoutError:
+            measure.m.stopped = measure.m.stopped or "the check's time bound was reached"
+        finally:
+            foreign = cpu.cores()
+            await bp.close()
+        m = measure.m
+        m.phases = {"launch": launched_s, **m.phases}
+        if bp.crashed:
+            raise InfraError("the browser's page process crashed during the check")
+    chromium_v = await chromium
+    items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, navigated_away=bp.navigated_away)
+    if screenshot_path is not None and m.last_shot is not None:
+        _write_atomic(Path(screenshot_path), m.last_shot)
+    return CheckReport(
+        page=page_name,
+        page_sha256=hashlib.sha256(html).hexdigest(),
+        rubric_version=rubric.version,
+        showcase_version=__version__,
+        chromium_version=chromium_v,
+        renderer=rubric.renderer,
+        webgl_renderer=renderer,
+        viewport=rubric.viewport,
+        started_at=started_at,
+        seconds=round(time.monotonic() - started, 2),
+        observed_seconds=round(m.observed_s, 2),
+        items=items,
+        total=total,
+        max_total=rubric.max_total,
+        summary=summary,
+        errors=bp.events.all_errors(),
+        blocked_requests=[u for _, u in bp.events.blocked_requests],
+        dialogs=[d for _, d in bp.events.dialogs],
+        navigated_away_to=bp.navigated_away,
+        frozen=bp.frozen,
+        foreign_cpu_cores=foreign,
+        phases=m.phases,
+    )
+
+
+def read_page(path: Path) -> bytes:
+    """The page's bytes; a missing, unreadable or non-HTML file is a UserError (one line, exit 2)."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder, not an HTML file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not looks_like_html(data):
+        raise UserError(f"{path}: not an HTML file (no HTML tags in its text)")
+    return data
+
+
+def looks_like_html(data: bytes) -> bool:
+    import re
+
+    if b"\x00" in data[:4096]:
+        return False
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return re.search(r"<\s*(!doctype\s+html|html|head|body|script|canvas|div|title|meta|style)\b", text, re.I) is not None
+
+
+def check_file(path: Path, out_dir: Path, npm_dir: Path | None = None) -> CheckReport:
+    """Check one file; write out_dir/check.json and out_dir/screenshot.png atomically."""
+    html = read_page(path)
+    out_dir = Path(out_dir)
+    report = asyncio.run(
+        check_page(html, npm_dir=npm_dir, screenshot_path=out_dir / "screenshot.png", page_name=str(path))
+    )
+    write_report(report, out_dir)
+    return report
+
+
+def write_report(report: CheckReport, out_dir: Path) -> None:
+    _write_atomic(Path(out_dir) / "check.json", (report.model_dump_json(indent=2) + "\n").encode())
+
+
+def figures_of(report: CheckReport) -> dict[str, Any]:
+    return {i.id: i.figures for i in report.items}

@@ -1,0 +1,306 @@
+"""From measurements to the ten items, the total and the one plain-English summary."""
+
+from typing import TYPE_CHECKING
+
+from showcase.browser.page import PageEvents
+from showcase.check.language import judge_english
+from showcase.check.models import ItemResult
+from showcase.check.rubric import ITEM_ORDER, Rubric
+
+if TYPE_CHECKING:
+    from showcase.check.runner import Measurements
+
+ANIMATION_KINDS = [  # (figure, label for one, label for many)
+    ("nodes", "animated node", "animated nodes"),
+    ("instances", "moving instance", "moving instances"),
+    ("particles", "moving particle", "moving particles"),
+    ("geometries", "animated geometry", "animated geometries"),
+    ("uniform_materials", "animated shader material", "animated shader materials"),
+    ("morph_meshes", "morphing mesh", "morphing meshes"),
+]
+
+
+def _rounded(value):
+    """Figures as a reader wants them: floats to 4 decimals, everywhere in nested dicts and lists."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def _n(x: float) -> str:
+    """1 -> '1', 0.5 -> '0.5', 12345 -> '12,345'."""
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2g}" if abs(x) < 1 else f"{x:.1f}"
+
+
+class _Scorer:
+    def __init__(self, m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None, navigated_away: str | None):
+        self.m, self.ev, self.r = m, events, rubric
+        self.frozen, self.away = frozen, navigated_away
+        self.not_measured = f"not measured: {m.stopped}" if m.stopped else "not measured"
+        self.good: dict[str, str] = {}  # item id -> phrase for the summary when it passed
+
+    def item(self, id_: str, points: float, figures: dict, reason: str, good: str | None = None) -> ItemResult:
+        spec = self.r.items[id_]
+        if good and points >= spec.points:
+            self.good[id_] = good
+        return ItemResult(
+            id=id_, name=spec.name, points=points, max_points=spec.points, passed=points >= spec.points,
+            figures=_rounded(figures), reason=reason,
+        )
+
+    # --- 1 .. 3: the page's own record ---
+    def loads(self) -> ItemResult:
+        during = [msg for t, msg in self.ev.page_errors if t <= self.m.load_end_s]
+        figs = {"navigation": self.m.nav_error or "completed", "page_errors_while_loading": during[:10]}
+        if self.m.nav_error:
+            return self.item("1", 0, figs, f"navigation did not complete: {self.m.nav_error}")
+        if during:
+            return self.item("1", 0, figs, f"uncaught exception while loading: {during[0]}")
+        return self.item("1", 1, figs, "navigation completed without an uncaught exception", "loads without a page error")
+
+    def ready(self) -> ItemResult:
+        limit = self.r.items["2"]["ready_within_s"]
+        s = self.m.ready_after_s
+        figs = {"ready_after_s": s, "limit_s": limit}
+        if s is None or s > limit:
+            why = self.m.stopped if self.m.stopped and self.m.stopped_phase in ("navigation", "ready") else f"not within {limit} s"
+            return self.item("2", 0, figs, f"window.ready never became true ({why})")
+        phrase = "is ready at once" if s <= 1.0 else f"is ready after {s:.1f} s"
+        return self.item("2", 1, figs, f"window.ready === true after {s:.1f} s", phrase)
+
+    def console(self) -> ItemResult:
+        ev = self.ev
+        errors = ev.all_errors()
+        figs = {
+            "console_errors": len(ev.console_errors), "page_errors": len(ev.page_errors),
+            "failed_requests": len(ev.failed_requests), "blocked_requests": [u for _, u in ev.blocked_requests][:10],
+            "first_lines": errors[:10], "dialogs": [d for _, d in ev.dialogs][:10],
+        }
+        if errors:
+            return self.item("3", 0, figs, f"{len(errors)} error(s) in the session, first: {errors[0]}")
+        if self.m.nav_error:
+            return self.item("3", 0, figs, "the page never finished loading, so there was no session to watch")
+        return self.item("3", 1, figs, "no console error, page error or failed request in the session", "has no console errors")
+
+    # --- 4: blank ---
+    def blank(self) -> ItemResult:
+        spec = self.r.items["4"]
+        share = self.m.blank_share
+        figs = {"off_dominant_share": share, "tolerance": spec["tolerance"], "min_share": spec["min_share"]}
+        if share is None:
+            return self.item("4", 0, figs, self.not_measured)
+        if share < spec["min_share"]:
+            return self.item("4", 0, figs, f"one flat colour: only {share:.1%} of pixels differ from the dominant colour")
+        return self.item("4", 1, figs, f"{share:.0%} of pixels differ from the dominant colour", "is not blank")
+
+    # --- 5: frame rate over tour window 2 ---
+    def fps(self) -> ItemResult:
+        spec = self.r.items["5"]
+        if len(self.m.windows) < 2:
+            return self.item("5", 0, {}, self.not_measured)
+        w = self.m.windows[1]
+        fps = w["frames"] / w["seconds"] if w["seconds"] > 0 else 0.0
+        figs = {"fps": round(fps, 2), "frames": w["frames"], "seconds": round(w["seconds"], 2), "renderer": self.r.renderer}
+        rule = f"{_n(spec['half_fps'])} give half a point and {_n(spec['full_fps'])} the full point"
+        what = f"{fps:.1f} frames per second in software rendering without a GPU"
+        if fps >= spec["full_fps"]:
+            return self.item("5", spec.points, figs, what, f"runs at {fps:.0f} frames per second")
+        if fps >= spec["half_fps"]:
+            return self.item("5", spec["half_points"], figs, f"{what}; {rule}")
+        return self.item("5", 0, figs, f"{what}; {rule}")
+
+    # --- 6a, 6b: the world and its text ---
+    def world(self) -> ItemResult:
+        spec = self.r.items["6a"]
+        w = self.m.world
+        if w is None:
+            return self.item("6a", 0, {}, self.not_measured)
+        if w["scene"]:
+            parts, tris, how = w["parts"], w["triangles"], "scene graph (window.scene)"
+        else:
+            c = w["canvas"]
+            parts, tris, how = c["parts_per_frame"], c["triangles_per_frame"], "canvas fallback (WebGL draw calls in one frame)"
+        figs = {"parts": parts, "triangles": tris, "counted_by": how, "canvas": w["canvas"],
+                "instanced_meshes": w.get("instanced_meshes", 0)}
+        self.world_phrase = f"{_n(parts)} parts, {_n(tris)} triangles"
+        need = f"needs {spec['min_parts']} parts or {_n(spec['min_triangles'])} triangles"
+        if parts >= spec["min_parts"] or tris >= spec["min_triangles"]:
+            return self.item("6a", spec.points, figs, f"{self.world_phrase} counted by {how}", self.world_phrase)
+        return self.item("6a", 0, figs, f"only {self.world_phrase} counted by {how}; {need}")
+
+    def english(self) -> ItemResult:
+        spec = self.r.items["6b"]
+        text = self.m.text
+        if text is None:
+            return self.item("6b", 0, {}, self.not_measured)
+        ok, figs = judge_english(text, spec["max_foreign_letter_share"], spec["min_words_for_language"])
+        figs["text_sample"] = text[:300]
+        if not text.strip():
+            return self.item("6b", spec.points, figs, "no visible text", "no text")
+        if ok:
+            return self.item("6b", spec.points, figs, "the visible text is English", "English text")
+        why = (f"{figs['foreign_letter_share']:.0%} of its letters are not Latin" if figs["foreign_letter_share"] > spec["max_foreign_letter_share"]
+               else "its common words are not English")
+        return self.item("6b", 0, figs, f"the visible text is not English: {why} ({text[:60]!r})")
+
+    # --- 7, 8: the tour ---
+    def tour(self, index: int) -> ItemResult:
+        id_ = "7" if index == 1 else "8"
+        spec = self.r.items["7"]
+        if len(self.m.windows) < index:
+            return self.item(id_, 0, {}, self.not_measured)
+        w = self.m.windows[index - 1]
+        figs = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in w.items()}
+        if w["camera"]:
+            figs["measured_by"] = "camera pose"
+            if w["renders"] < 1:
+                return self.item(id_, 0, figs, f"no frame was rendered in window {index}")
+            moved = w["max_degrees"] >= spec["min_degrees"] or w["max_move"] >= spec["min_move"]
+            what = f"camera turned {w['max_degrees']:.1f} degrees and moved {w['max_move']:.1%} of its distance in {w['seconds']:.1f} s"
+            if moved:
+                return self.item(id_, 1, figs, what, "tour")
+            return self.item(id_, 0, figs, f"{what}; needs {spec['min_degrees']} degrees or {spec['min_move']:.1%}")
+        if not self.m.webgl_contexts:
+            figs["measured_by"] = "none (no WebGL context)"
+            return self.item(id_, 0, figs, "no WebGL view: a changing 2D canvas or page is not a camera tour")
+        figs["measured_by"] = "pixels (no camera found through window.scene)"
+        share = w.get("pixel_share")
+        if share is None:
+            return self.item(id_, 0, figs, self.not_measured)
+        if share >= spec["min_pixel_share"]:
+            return self.item(id_, 1, figs, f"{share:.0%} of pixels changed without input", "tour")
+        return self.item(id_, 0, figs, f"only {share:.1%} of pixels changed without input; a tour needs {spec['min_pixel_share']:.0%}")
+
+    # --- 9: animation ---
+    def animation(self) -> ItemResult:
+        spec = self.r.items["9"]
+        w = self.m.world
+        if w is not None and w["scene"] and self.m.animation is not None:
+            a = self.m.animation
+            figs = dict(a, measured_by="scene graph snapshots")
+            counted = [(a[k], one if a[k] == 1 else many) for k, one, many in ANIMATION_KINDS if a.get(k, 0)]
+            total = sum(n for n, _ in counted)
+            if total >= spec["min_animated"]:
+                phrase = ", ".join(f"{_n(n)} {label}" for n, label in counted)
+                return self.item("9", 1, figs, phrase, f"animates ({phrase})")
+            return self.item("9", 0, figs, "nothing in the world moves besides the camera"
+                             + (f" ({a['followers_excluded']} node(s) only follow the camera)" if a.get("followers_excluded") else ""))
+        shares = [x["pixel_share"] for x in self.m.windows if x.get("pixel_share") is not None]
+        if not shares:
+            return self.item("9", 0, {}, self.not_measured)
+        share = max(shares)
+        figs = {"pixel_share": share, "measured_by": "pixels (no window.scene: world and camera cannot be told apart)"}
+        if share >= spec["fallback_min_pixel_share"]:
+            return self.item("9", 1, figs, f"{share:.1%} of pixels changed without input (pixel fallback, no window.scene)",
+                             "animates (by its pixels; no window.scene)")
+        return self.item("9", 0, figs, f"only {share:.2%} of pixels changed without input (pixel fallback, no window.scene)")
+
+    # --- 10: controls ---
+    def _answers(self, kind: str, step: dict, base: dict, camera: bool) -> tuple[bool, dict]:
+        """Does this step beat its baseline? Wheel: change of distance to the world (or lens zoom); drag: turn or move."""
+        spec = self.r.items["10"]
+        scale = max(1.0, step["seconds"] / base["seconds"]) if base["seconds"] > 0 else 1.0
+
+        def beats(key: str, margin: float) -> bool:
+            return step[key] >= base[key] * scale * spec["ratio"] + margin
+
+        figs = {
+            "seconds": round(step["seconds"], 2), "baseline_seconds": round(base["seconds"], 2),
+            "pixel_share": step["pixel_share"], "baseline_pixel_share": base["pixel_share"],
+        }
+        ok = beats("pixel_share", spec["margin_pixel_share"])
+        if camera and kind == "wheel":
+            figs.update(zoom=round(step["max_zoom"], 4), baseline_zoom=round(base["max_zoom"], 4))
+            ok = ok or beats("max_zoom", spec["margin_zoom"])
+        elif camera:
+            figs.update(degrees=round(step["max_degrees"], 2), baseline_degrees=round(base["max_degrees"], 2),
+                        move=round(step["max_move"], 4), baseline_move=round(base["max_move"], 4))
+            ok = ok or beats("max_degrees", spec["margin_degrees"]) or beats("max_move", spec["margin_move"])
+        figs["answered"] = ok
+        return ok, figs
+
+    def controls(self) -> ItemResult:
+        s = self.m.steps
+        if not {"baseline before wheel", "wheel", "baseline before drag", "drag"} <= set(s):
+            return self.item("10", 0, {k: v for k, v in s.items()}, self.not_measured)
+        camera = bool(s["wheel"]["camera"] and s["wheel"]["renders"] and s["drag"]["renders"])
+        wheel_ok, wheel = self._answers("wheel", s["wheel"], s["baseline before wheel"], camera)
+        drag_ok, drag = self._answers("drag", s["drag"], s["baseline before drag"], camera)
+        figs = {"wheel": wheel, "drag": drag, "measured_by": "camera pose and pixels" if camera else "pixels"}
+        if wheel_ok and drag_ok:
+            return self.item("10", 1, figs, "the drag and the wheel each change the picture beyond the baseline",
+                             "answers the mouse drag and wheel")
+        missing = " and ".join(n for n, ok in (("drag", drag_ok), ("wheel", wheel_ok)) if not ok)
+        return self.item("10", 0, figs, f"the {missing} did not change the picture beyond the no-input baseline")
+
+
+def score(m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None = None,
+          navigated_away: str | None = None) -> tuple[list[ItemResult], float, str]:
+    sc = _Scorer(m, events, rubric, frozen, navigated_away)
+    items = [sc.loads(), sc.ready(), sc.console(), sc.blank(), sc.fps(), sc.world(), sc.english(),
+             sc.tour(1), sc.tour(2), sc.animation(), sc.controls()]
+    assert [i.id for i in items] == ITEM_ORDER
+    total = round(sum(i.points for i in items), 2)
+    return items, total, summary(items, total, rubric.max_total, sc.good, m, frozen, navigated_away)
+
+
+def summary(items: list[ItemResult], total: float, max_total: float, good: dict[str, str], m: "Measurements",
+            frozen: str | None, navigated_away: str | None) -> str:
+    """One plain-English account: what works, then what the lost points are."""
+    phrases: list[str] = []
+    for id_ in ("1", "2", "3", "4", "5"):
+        if id_ in good:
+            phrases.append(good[id_])
+    world = [good[i] for i in ("6a", "6b") if i in good]
+    if "6a" in good:
+        phrases.append(f"shows a world ({', '.join(world)})")
+    elif "6b" in good:
+        phrases.append("has English text" if good["6b"] != "no text" else "has no text to judge")
+    tours = [i for i in ("7", "8") if i in good]
+    if len(tours) == 2:
+        phrases.append("flies the automatic camera tour in both windows")
+    elif tours:
+        phrases.append(f"flies the automatic camera tour in window {1 if tours == ['7'] else 2} only")
+    if "9" in good:
+        phrases.append(good["9"])
+    if "10" in good:
+        phrases.append(good["10"])
+    head = f"Browser check {total:.1f} out of {_n(max_total)}: "
+    if phrases:
+        head += "the page " + _join(phrases) + "."
+    else:
+        head += "nothing passed."
+    lost = [i for i in items if i.points < i.max_points]
+    if not lost:
+        return head
+    lost_points = round(sum(i.max_points - i.points for i in lost), 2)
+    groups: dict[str, list[str]] = {}  # reason -> items lost for it (a frozen page loses many for one reason)
+    for i in lost:
+        groups.setdefault(i.reason, []).append(f"the {_item_label(i)}")
+    parts = [f"{_join(names)} ({reason})" for reason, names in groups.items()]
+    verb = "is" if len(lost) == 1 else "are"
+    noun = "point" if lost_points <= 1 else "points"
+    tail = f" The {_n(lost_points)} lost {noun} {verb} {_join(parts)}."
+    if frozen:
+        tail += " The page froze: its main thread stopped answering."
+    elif navigated_away:
+        tail += f" The page navigated away to {navigated_away}."
+    return head + tail
+
+
+def _join(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _item_label(item: ItemResult) -> str:
+    return {
+        "1": "loading", "2": "ready signal", "3": "console", "4": "blank check", "5": "frame rate",
+        "6a": "world size", "6b": "English text", "7": "tour in window 1", "8": "tour in window 2",
+        "9": "animation", "10": "controls",
+    }[item.id]
