@@ -23,10 +23,13 @@ err = Console(stderr=True)
 # Modules with a `register(app)` that adds their commands; one line per part of the engine.
 COMMAND_MODULES = [
     "showcase.doctor",
+    "showcase.clip",
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
-SCHEMAS: dict[str, str] = {}
+SCHEMAS: dict[str, str] = {
+    "clip": "showcase.clip.ClipResult",
+}
 
 
 @app.callback(invoke_without_command=True)

@@ -1,0 +1,43 @@
+"""What a recorded clip is: the file clip.json describes (and `showcase clip --json` prints)."""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class FrameStep(BaseModel):
+    """Spread of the time between consecutive frames, as the page saw it (virtual) or as captured (realtime)."""
+
+    min_ms: float = Field(description="shortest step between two consecutive frames, ms")
+    max_ms: float = Field(description="longest step between two consecutive frames, ms")
+    mean_ms: float = Field(description="mean step, ms")
+
+
+class ClipResult(BaseModel):
+    """One clip of one page: where it is, how it was recorded, and what the page did meanwhile."""
+
+    path: str = Field(description="the mp4 file (H.264, yuv420p, faststart)")
+    seconds: float = Field(description="length of the clip: frames / fps")
+    fps: int = Field(description="frames per second of the clip")
+    size: tuple[int, int] = Field(description="width and height in pixels (the browser viewport)")
+    frames: int = Field(description="frames in the clip")
+    rendered_frames: int = Field(
+        description="frames captured from the live page; the rest repeat the last one (page hung, or the wall budget ran out)"
+    )
+    distinct_frames: int = Field(description="frames whose pixels differ from the frame before (plus the first)")
+    mode: Literal["virtual", "realtime"] = Field(
+        description="virtual: the page's clock advanced exactly 1/fps per frame; realtime: what a viewer of this machine sees"
+    )
+    frame_times_ms: list[float] = Field(
+        description="per frame: the page's own performance.now() (virtual) or the capture time since the first frame (realtime), ms"
+    )
+    frame_step: FrameStep | None = Field(None, description="spread of frame_times_ms steps; None for a clip of one frame")
+    page_errors: list[str] = Field(
+        default_factory=list,
+        description="uncaught exceptions, console errors and failed requests while recording, one line each, first 50 distinct",
+    )
+    note: str | None = Field(None, description="what went wrong or differs from a plain recording, in plain English")
+    wall_seconds: float = Field(description="wall time taken to record and encode the clip, s")
+    renderer: str = Field(description="WebGL renderer string the page got (UNMASKED_RENDERER_WEBGL)")
+    browser: str = Field("", description="browser name and version")
+    random_seed: int | None = Field(None, description="seed of the page's Math.random (virtual mode)")
