@@ -32,8 +32,11 @@ def clip(
     Page faults still give a clip (with a note); a missing file exits 2, no browser/WebGL/ffmpeg 3.
     """
     from showcase.clip.record import parse_size, record_clip_file
+    from showcase.errors import UserError
 
     width_height = parse_size(size)
+    if not page.is_file():  # said before the progress bar appears
+        raise UserError(f"{page}: no such file")
     with Progress(
         TextColumn("[bold]clip[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("frames"),
         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=as_json,

@@ -26,8 +26,9 @@ class Mp4Writer:
     so a crash or a failed encode never leaves a half-written clip where a clip is expected.
     """
 
-    def __init__(self, out: Path, fps: int, size: tuple[int, int]):
+    def __init__(self, out: Path, fps: int, size: tuple[int, int], image_format: str = "png"):
         self.out = Path(out)
+        self.image_format = image_format  # "png" or "jpeg": every frame in the same one
         self.fps = fps
         self.size = size
         self.frames = 0
@@ -44,7 +45,8 @@ class Mp4Writer:
         w, h = self.size
         self._proc = await asyncio.create_subprocess_exec(
             ffmpeg_path(), "-hide_banner", "-nostdin", "-loglevel", "error", "-y",
-            "-f", "image2pipe", "-framerate", str(self.fps), "-i", "-",
+            # The input codec is named: probing a pipe of tiny first frames (a blank page) can fail.
+            "-f", "image2pipe", "-c:v", {"png": "png", "jpeg": "mjpeg"}[self.image_format], "-framerate", str(self.fps), "-i", "-",
             # The screencast may hand frames of another size; scaling to the asked size is a no-op otherwise.
             "-vf", f"scale={w}:{h}:flags=bicubic,format=yuv420p",
             "-c:v", "libx264", "-preset", "veryfast", "-crf", "18", "-pix_fmt", "yuv420p",

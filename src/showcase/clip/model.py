@@ -22,7 +22,8 @@ class ClipResult(BaseModel):
     size: tuple[int, int] = Field(description="width and height in pixels (the browser viewport)")
     frames: int = Field(description="frames in the clip")
     rendered_frames: int = Field(
-        description="frames captured from the live page; the rest repeat the last one (page hung, or the wall budget ran out)"
+        description="virtual: frames captured from the live page, the rest repeat the last one (page hung, or the "
+        "wall budget ran out); realtime: clip frames showing a screencast frame not shown before"
     )
     distinct_frames: int = Field(description="frames whose pixels differ from the frame before (plus the first)")
     mode: Literal["virtual", "realtime"] = Field(
@@ -31,7 +32,10 @@ class ClipResult(BaseModel):
     frame_times_ms: list[float] = Field(
         description="per frame: the page's own performance.now() (virtual) or the capture time since the first frame (realtime), ms"
     )
-    frame_step: FrameStep | None = Field(None, description="spread of frame_times_ms steps; None for a clip of one frame")
+    frame_step: FrameStep | None = Field(
+        None,
+        description="spread of the steps of frame_times_ms (virtual: over the rendered frames only); None for fewer than two",
+    )
     page_errors: list[str] = Field(
         default_factory=list,
         description="uncaught exceptions, console errors and failed requests while recording, one line each, first 50 distinct",

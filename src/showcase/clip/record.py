@@ -122,11 +122,11 @@ async def _screenshot(cdp: CDPSession, fmt: str = "png") -> bytes:
     return base64.b64decode(shot["data"])
 
 
-def _black_frame(size: tuple[int, int]) -> bytes:
+def _black_frame(size: tuple[int, int], fmt: str) -> bytes:
     from PIL import Image
 
     buf = io.BytesIO()
-    Image.new("RGB", size, (0, 0, 0)).save(buf, format="PNG")
+    Image.new("RGB", size, (0, 0, 0)).save(buf, format=fmt.upper())
     return buf.getvalue()
 
 
@@ -216,7 +216,7 @@ async def _record_virtual(
         try:
             frame = await _bounded(_screenshot(cdp), frame_timeout_s)
         except Exception:
-            frame = _black_frame(writer.size)
+            frame = _black_frame(writer.size, writer.image_format)
             rec.notes.append("no frame could be captured; the clip is black")
     while rec.frames < total:
         await _emit(writer, rec, frame, t_ms, False, progress, total)
@@ -229,11 +229,9 @@ async def _record_realtime(
 ) -> _Recording:
     rec = _Recording()
     shots: list[tuple[float, bytes]] = []  # (wall timestamp in s, jpeg)
-    first = asyncio.Event()
 
     def on_frame(ev: dict) -> None:
         shots.append((float(ev["metadata"].get("timestamp") or time.time()), base64.b64decode(ev["data"])))
-        first.set()
         # Ack at once: the screencast sends the next frame only after the ack.
         asyncio.ensure_future(_ack(cdp, ev["sessionId"]))
 
@@ -241,16 +239,13 @@ async def _record_realtime(
     w, h = writer.size
     await _bounded(cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 90, "maxWidth": w, "maxHeight": h, "everyNthFrame": 1}), PROBE_TIMEOUT_S)
     await _load(session, cdp, rec, wait_ready=False)
-    # The clip starts at the first frame the page shows and lasts `seconds` of wall time from there.
-    try:
-        await _bounded(first.wait(), max(1.0, min(NAV_TIMEOUT_S, deadline - time.monotonic())))
-    except asyncio.TimeoutError:
-        pass
-    if shots:
-        end_wall = shots[0][0] + seconds
-        remaining = end_wall - time.time() + 0.2
-        if remaining > 0:
-            await asyncio.sleep(min(remaining, max(0.0, deadline - time.monotonic())))
+    # The clip starts at load (what came before is a blank page) and lasts `seconds` of wall time.
+    start = time.time()
+    end = time.monotonic() + min(seconds + 0.2, max(0.0, deadline - time.monotonic()))
+    while (left := end - time.monotonic()) > 0:
+        await asyncio.sleep(min(0.25, left))
+        if progress:  # the frames are cut from the screencast at the end; show the time recorded so far
+            progress(min(total, int((time.time() - start) * fps)), total)
     try:
         await _bounded(cdp.send("Page.stopScreencast"), PROBE_TIMEOUT_S)
     except Exception:
@@ -260,19 +255,20 @@ async def _record_realtime(
         try:
             captured = [(time.time(), await _bounded(_screenshot(cdp, "jpeg"), frame_timeout_s))]
         except Exception:
-            captured = [(time.time(), _black_frame(writer.size))]
+            captured = [(time.time(), _black_frame(writer.size, writer.image_format))]
             rec.notes.append("no frame could be captured; the clip is black")
-    start = captured[0][0]
     last_real = captured[-1][0]
     # Resample: output frame k shows the newest screencast frame at or before start + k/fps.
-    j = 0
+    j, shown = 0, -1
     for k in range(total):
         t = start + k / fps
         while j + 1 < len(captured) and captured[j + 1][0] <= t:
             j += 1
         ts, img = captured[j]
-        await _emit(writer, rec, img, (ts - start) * 1000, True, progress, total)
-    rec.rendered = len(captured)
+        ts = max(ts, start)  # a frame from before load is what the viewer sees at load
+        # A clip frame counts as rendered when it shows a screencast frame not shown before.
+        await _emit(writer, rec, img, (ts - start) * 1000, j != shown, progress, total)
+        shown = j
     if last_real < start + seconds - 2 and len(captured) > 1:
         rec.notes.append(f"the picture did not change after {last_real - start:.1f} s")
     return rec
@@ -329,12 +325,14 @@ async def record_clip(
     frame_timeout_s: float = FRAME_TIMEOUT_S,
     budget_s: float = BUDGET_S,
     seed: int = RANDOM_SEED,
+    browser_args: list[str] | None = None,
 ) -> ClipResult:
     """Record `seconds` of the page at `fps` into the mp4 `out` (written atomically).
 
     Page faults (exceptions, a hung main thread, nothing drawn) still give a clip and are reported
     in page_errors / note. Bad settings raise UserError; no browser, no WebGL or no ffmpeg raise
     InfraError. `renderer` None takes the fastest software GL available (llvmpipe, else SwiftShader).
+    `browser_args` are extra Chromium flags.
     """
     size = (int(size[0]), int(size[1]))
     validate(seconds, fps, size)
@@ -347,7 +345,7 @@ async def record_clip(
 
     order = [renderer] if renderer else RENDERER_ORDER
     for i, name in enumerate(order):
-        async with launch_browser(name) as browser:
+        async with launch_browser(name, browser_args) as browser:
             session = await _bounded(
                 open_page(browser, html, cdn, viewport=size, init_scripts=[] if realtime else [clock_script(seed)]),
                 PROBE_TIMEOUT_S * 3,
@@ -368,7 +366,7 @@ async def _record_in(
     progress: Progress | None, started: float, seed: int,
 ) -> ClipResult:
     cdp = await _bounded(session.context.new_cdp_session(session.page), PROBE_TIMEOUT_S)
-    writer = Mp4Writer(out, fps, size)
+    writer = Mp4Writer(out, fps, size, "jpeg" if realtime else "png")
     await writer.start()
     try:
         if realtime:
@@ -395,7 +393,8 @@ async def _record_in(
         distinct_frames=rec.distinct,
         mode="realtime" if realtime else "virtual",
         frame_times_ms=[round(t, 6) for t in rec.times_ms],
-        frame_step=_step_stats(rec.times_ms),
+        # Virtual: the evenness of the page's clock over the frames it rendered (repeats add 0 ms steps).
+        frame_step=_step_stats(rec.times_ms if realtime else rec.times_ms[: rec.rendered]),
         page_errors=_distinct_errors(errors),
         note="; ".join(rec.notes) or None,
         wall_seconds=round(time.monotonic() - started, 3),
