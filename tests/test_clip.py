@@ -91,6 +91,18 @@ def test_page_that_freezes_after_3s_still_gives_a_clip_with_a_note(tmp_path):
     assert np.abs(frames[29:] - frames[29]).mean() < 1.0
 
 
+def test_page_that_blocks_while_loading_gives_a_clip_of_what_it_shows(tmp_path, monkeypatch):
+    import showcase.clip.record as record
+
+    monkeypatch.setattr(record, "NAV_TIMEOUT_S", 5.0)  # the bound itself, shortened to keep the test quick
+    out = tmp_path / "blocked.mp4"
+    r = record_clip_file(PAGES / "clip_block_load.html", out, seconds=1, fps=5, size=(160, 120))
+    assert r.frames == 5 and r.rendered_frames == 0
+    assert r.note == "the page blocked its main thread while loading (stopped after 5 s)"
+    frames = gray_frames(out)
+    assert len(frames) == 5 and frames.mean() > 50, "the red page it showed, not a black frame"
+
+
 def test_errors_in_the_frame_loop_are_reported_and_the_clip_is_whole(tmp_path):
     r = record_clip_file(PAGES / "clip_error.html", tmp_path / "e.mp4", seconds=1, fps=10, size=(160, 120))
     assert r.frames == r.rendered_frames == 10

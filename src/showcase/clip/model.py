@@ -42,6 +42,7 @@ class ClipResult(BaseModel):
     )
     note: str | None = Field(None, description="what went wrong or differs from a plain recording, in plain English")
     wall_seconds: float = Field(description="wall time taken to record and encode the clip, s")
+    load_seconds: float = Field(0.0, description="part of wall_seconds spent loading the page (and waiting for window.ready), s")
     renderer: str = Field(description="WebGL renderer string the page got (UNMASKED_RENDERER_WEBGL)")
     browser: str = Field("", description="browser name and version")
     random_seed: int | None = Field(None, description="seed of the page's Math.random (virtual mode)")

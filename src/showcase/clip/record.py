@@ -94,6 +94,8 @@ class _Recording:
     times_ms: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     last_hash: bytes | None = None
+    t0: float = field(default_factory=time.monotonic)
+    load_seconds: float = 0.0
 
 
 async def _bounded(coro: Any, timeout: float) -> Any:
@@ -130,8 +132,11 @@ def _black_frame(size: tuple[int, int], fmt: str) -> bytes:
     return buf.getvalue()
 
 
-async def _load(session: PageSession, cdp: CDPSession, rec: _Recording, wait_ready: bool) -> None:
-    """Navigate and wait for load (and, if asked, window.ready); a page that hangs here is freed and noted."""
+async def _load(session: PageSession, cdp: CDPSession, rec: _Recording, wait_ready: bool) -> bool:
+    """Navigate and wait for load (and, if asked, window.ready); a page that hangs here is freed and noted.
+
+    True when the page's main thread is free to go on; False when it blocked it (and was stopped).
+    """
     page = session.page
     try:
         await _bounded(page.goto(PAGE_URL, wait_until="load", timeout=NAV_TIMEOUT_S * 1000), NAV_TIMEOUT_S + 5)
@@ -139,23 +144,23 @@ async def _load(session: PageSession, cdp: CDPSession, rec: _Recording, wait_rea
         if not await _responsive(page):
             await _free_main_thread(cdp)
             rec.notes.append(f"the page blocked its main thread while loading (stopped after {NAV_TIMEOUT_S:.0f} s)")
-        else:
-            rec.notes.append(f"the page did not finish loading within {NAV_TIMEOUT_S:.0f} s ({str(exc).splitlines()[0][:120]})")
-        return
+            return False
+        rec.notes.append(f"the page did not finish loading within {NAV_TIMEOUT_S:.0f} s ({_first_line(exc)[:120]})")
     if not wait_ready:
-        return
+        return True
     deadline = time.monotonic() + READY_GRACE_S
     while time.monotonic() < deadline:
         try:
             if await _bounded(page.evaluate("window.ready === true"), PROBE_TIMEOUT_S):
-                return
+                return True
         except asyncio.TimeoutError:
             await _free_main_thread(cdp)
             rec.notes.append("the page blocked its main thread before its first frame")
-            return
+            return False
         except Exception:
             pass  # navigating, or a page error while evaluating: keep waiting within the grace
         await asyncio.sleep(0.05)
+    return True
 
 
 async def _emit(writer: Mp4Writer, rec: _Recording, frame: bytes, t_ms: float, live: bool, progress: Progress | None, total: int) -> None:
@@ -177,13 +182,14 @@ async def _record_virtual(
 ) -> _Recording:
     rec = _Recording()
     page = session.page
-    await _load(session, cdp, rec, wait_ready=True)
+    free = await _load(session, cdp, rec, wait_ready=True)
+    rec.load_seconds = time.monotonic() - rec.t0
     frame: bytes | None = None
     t_ms = 0.0
     step_ms = 1000.0 / fps
     active_until: float | None = None  # page time of the last step in which a frame callback or timer ran
     was_active = False
-    if not rec.notes:  # the page loaded and its main thread is free: step it frame by frame
+    if free:  # the page loaded and its main thread is free: step it frame by frame
         for k in range(1, total + 1):
             if time.monotonic() > deadline:
                 rec.notes.append(
@@ -239,6 +245,7 @@ async def _record_realtime(
     w, h = writer.size
     await _bounded(cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 90, "maxWidth": w, "maxHeight": h, "everyNthFrame": 1}), PROBE_TIMEOUT_S)
     await _load(session, cdp, rec, wait_ready=False)
+    rec.load_seconds = time.monotonic() - rec.t0
     # The clip starts at load (what came before is a blank page) and lasts `seconds` of wall time.
     start = time.time()
     end = time.monotonic() + min(seconds + 0.2, max(0.0, deadline - time.monotonic()))
@@ -398,6 +405,7 @@ async def _record_in(
         page_errors=_distinct_errors(errors),
         note="; ".join(rec.notes) or None,
         wall_seconds=round(time.monotonic() - started, 3),
+        load_seconds=round(rec.load_seconds, 3),
         renderer=gl,
         browser=f"Chromium {browser.version}",
         random_seed=None if realtime else seed,
