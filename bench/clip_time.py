@@ -54,10 +54,8 @@ scene.add(mesh);
 const bobbing = Array.from({ length: 1000 }, () => Math.floor(Math.random() * SIDE * SIDE));
 const base = bobbing.map((i) => { mesh.getMatrixAt(i, m); return new THREE.Vector3().setFromMatrixPosition(m); });
 window.scene = scene;
-window.pageTimes = [];
 const hud = document.getElementById('hud');
 renderer.setAnimationLoop((t) => {
-  window.pageTimes.push(performance.now());
   const s = t / 1000;
   const r = SIDE * 0.3;
   camera.position.set(Math.cos(s * 0.3) * r, 18 + 4 * Math.sin(s * 0.5), Math.sin(s * 0.3) * r);
@@ -103,7 +101,7 @@ def main() -> None:
     pages = write_pages()
     modes = [False] if args.no_realtime else [False, True]
     print(f"clip of {args.seconds:g} s at {args.fps} fps, {size[0]}x{size[1]}; load average before: {os.getloadavg()[0]:.1f}")
-    print(f"{'page':6} {'mode':8} {'wall s':>7} {'wall/clip':>9} {'step min/mean/max ms':>26} {'distinct':>8} {'machine busy':>12}")
+    print(f"{'page':6} {'mode':8} {'wall s':>7} {'load s':>6} {'wall/clip':>9} {'step min/mean/max ms':>26} {'distinct':>9} {'machine busy':>12}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.pages.split(","):
             for realtime in modes:
@@ -119,9 +117,10 @@ def main() -> None:
                 else:
                     steps = [r.frame_step.min_ms, r.frame_step.mean_ms, r.frame_step.max_ms] if r.frame_step else [0.0]
                 step = f"{min(steps):.3f}/{statistics.mean(steps):.3f}/{max(steps):.3f}"
+                load_avg = os.getloadavg()[0]
                 print(
-                    f"{name:6} {r.mode:8} {r.wall_seconds:7.1f} {r.wall_seconds / r.seconds:9.2f} {step:>26} "
-                    f"{r.distinct_frames:>4}/{r.frames:<4} {100 * (b1 - b0) / max(1.0, t1 - t0):11.0f}%",
+                    f"{name:6} {r.mode:8} {r.wall_seconds:7.1f} {r.load_seconds:6.1f} {r.wall_seconds / r.seconds:9.2f} {step:>26} "
+                    f"{r.distinct_frames:>4}/{r.frames:<4} {100 * (b1 - b0) / max(1.0, t1 - t0):11.0f}% (load avg {load_avg:.1f})",
                     flush=True,
                 )
                 if r.note or r.page_errors:

@@ -78,7 +78,7 @@ def test_virtual_clip_is_h264_of_the_asked_shape_and_the_same_every_time(tmp_pat
 
 def test_page_that_freezes_after_3s_still_gives_a_clip_with_a_note(tmp_path):
     out = tmp_path / "freeze.mp4"
-    r = record_clip_file(PAGES / "clip_freeze.html", out, seconds=5, fps=10, size=(320, 240), frame_timeout_s=4)
+    r = record_clip_file(PAGES / "clip_freeze.html", out, seconds=5, fps=10, size=(320, 240), frame_timeout_s=6)
     assert r.frames == 50 and r.rendered_frames == 30
     assert r.note and "stopped rendering at 3.0 s" in r.note and "last frame repeats" in r.note
     info = probe(out)
@@ -109,6 +109,15 @@ def test_errors_in_the_frame_loop_are_reported_and_the_clip_is_whole(tmp_path):
     assert r.page_errors and "boom in the frame loop" in r.page_errors[0]
     assert "(x5)" in r.page_errors[0], "thrown at 0.6 .. 1.0 s of page time: five frames"
     assert len(set(frame_hashes(tmp_path / "e.mp4"))) == 10, "the loop keeps running after each error"
+
+
+def test_page_that_busy_waits_on_its_clock_is_not_taken_for_hung(tmp_path):
+    r = record_clip_file(PAGES / "clip_busywait.html", tmp_path / "b.mp4", seconds=1, fps=10, size=(160, 120))
+    assert r.frames == r.rendered_frames == 10 and r.distinct_frames == 10
+    assert r.note and "busy-waited on its clock" in r.note
+    # Each frame spun 20 ms of page time past its 100 ms step, and the next step still lands on k/fps.
+    assert r.frame_times_ms[0] == pytest.approx(120, abs=0.01)
+    assert r.frame_step.min_ms == pytest.approx(100, abs=0.01) and r.frame_step.max_ms == pytest.approx(100, abs=0.01)
 
 
 def test_realtime_clip_records_the_screencast(tmp_path):

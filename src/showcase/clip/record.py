@@ -176,6 +176,25 @@ async def _emit(writer: Mp4Writer, rec: _Recording, frame: bytes, t_ms: float, l
         progress(rec.frames, total)
 
 
+async def _step(page: Page, target_ms: float, timeout: float) -> dict:
+    """Advance the page's clock to target_ms (absolute, so the steps never drift by rounding).
+
+    A page that navigated (reload, a link) has a fresh clock from the init script; one retry after
+    its load covers that. A timeout is never retried: it means the main thread is blocked.
+    """
+    call = "t => window.__showcaseClock.stepTo(t)"
+    try:
+        return await _bounded(page.evaluate(call, target_ms), timeout)
+    except asyncio.TimeoutError:
+        raise
+    except Exception:
+        try:
+            await _bounded(page.wait_for_load_state("load", timeout=timeout * 1000), timeout + 1)
+        except Exception:
+            pass
+        return await _bounded(page.evaluate(call, target_ms), timeout)
+
+
 async def _record_virtual(
     session: PageSession, cdp: CDPSession, writer: Mp4Writer, total: int, fps: int,
     frame_timeout_s: float, deadline: float, progress: Progress | None,
@@ -187,6 +206,7 @@ async def _record_virtual(
     frame: bytes | None = None
     t_ms = 0.0
     step_ms = 1000.0 / fps
+    spin_reads = 0
     active_until: float | None = None  # page time of the last step in which a frame callback or timer ran
     was_active = False
     if free:  # the page loaded and its main thread is free: step it frame by frame
@@ -197,9 +217,9 @@ async def _record_virtual(
                 )
                 break
             try:
-                # Absolute target time (k/fps), so the steps never drift by rounding.
-                r = await _bounded(page.evaluate("t => window.__showcaseClock.stepTo(t)", k * step_ms), frame_timeout_s)
+                r = await _step(page, k * step_ms, frame_timeout_s)
                 t_ms = float(r["t"])
+                spin_reads = int(r.get("spinReads") or 0)
                 if r["frameCallbacks"] or r["timerRuns"]:
                     active_until, was_active = t_ms, True
                 frame = await _bounded(_screenshot(cdp), frame_timeout_s)
@@ -214,6 +234,10 @@ async def _record_virtual(
                 rec.notes.append(f"page stopped rendering at {(k - 1) * step_ms / 1000:.1f} s ({_first_line(exc)}); the last frame repeats")
                 break
             await _emit(writer, rec, frame, t_ms, True, progress, total)
+        if spin_reads:
+            rec.notes.append(
+                "the page busy-waited on its clock; past 100,000 reads in one frame each read advanced it by 1 microsecond"
+            )
         if was_active and active_until is not None and rec.frames == total and active_until < t_ms - 1000:
             rec.notes.append(f"the page stopped animating at {active_until / 1000:.1f} s (no frame or timer pending)")
     if frame is None:
@@ -277,7 +301,7 @@ async def _record_realtime(
         await _emit(writer, rec, img, (ts - start) * 1000, j != shown, progress, total)
         shown = j
     if last_real < start + seconds - 2 and len(captured) > 1:
-        rec.notes.append(f"the picture did not change after {last_real - start:.1f} s")
+        rec.notes.append(f"the picture did not change after {max(0.0, last_real - start):.1f} s")
     return rec
 
 

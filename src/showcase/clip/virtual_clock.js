@@ -21,7 +21,7 @@
   let nextTimerId = 1;
   let timerSeq = 0;
   let timerNesting = 0;
-  const stats = { framesRequested: 0, lastFrameRequestAt: null, callbackErrors: 0 };
+  const stats = { framesRequested: 0, lastFrameRequestAt: null, callbackErrors: 0, spinReads: 0 };
 
   // An exception in a page callback is reported exactly as an uncaught one would be (page error,
   // window.onerror), and the other callbacks still run, as in a real browser.
@@ -55,15 +55,24 @@
   window.cancelAnimationFrame = function cancelAnimationFrame(id) { frameCallbacks.delete(id); };
 
   // --- time ----------------------------------------------------------------------------
+  // A page that busy-waits on the clock (while (performance.now() < t) {}) would spin forever in a
+  // clock that stands still during a step: past SPIN_READS reads in one step, each read advances
+  // the clock by 1 us. Normal pages read it a few hundred times per frame and never get there.
+  const SPIN_READS = 100000;
+  let readsThisStep = 0;
+  function read() {
+    if (++readsThisStep > SPIN_READS) { now += 0.001; stats.spinReads++; }
+    return now;
+  }
   const perf = window.performance;
-  perf.now = function now_() { return now; };
+  perf.now = function now_() { return read(); };
 
   function FakeDate(...args) {
-    if (!new.target) return new RealDate(EPOCH_MS + now).toString();
-    return args.length ? new RealDate(...args) : new RealDate(EPOCH_MS + now);
+    if (!new.target) return new RealDate(EPOCH_MS + read()).toString();
+    return args.length ? new RealDate(...args) : new RealDate(EPOCH_MS + read());
   }
   FakeDate.prototype = RealDate.prototype;
-  FakeDate.now = () => EPOCH_MS + Math.floor(now);
+  FakeDate.now = () => EPOCH_MS + Math.floor(read());
   FakeDate.parse = RealDate.parse;
   FakeDate.UTC = RealDate.UTC;
   Object.defineProperty(FakeDate, "name", { value: "Date" });
@@ -121,6 +130,7 @@
       // in order, each at its own due time, then one animation frame at the target time.
       // Resolves with what the page saw.
       async stepTo(target) {
+        readsThisStep = 0;
         if (!(target > now)) target = now;
         let runs = 0;
         for (let hit = nextDueTimer(target); hit && runs < MAX_TIMER_RUNS_PER_STEP; hit = nextDueTimer(target), runs++) {
@@ -133,12 +143,13 @@
           timerNesting = outer;
         }
         if (runs) await yieldTask();
-        now = target;
+        now = Math.max(now, target);
+        readsThisStep = 0;
         const callbacks = frameCallbacks;
         frameCallbacks = new Map();
         for (const cb of callbacks.values()) invoke(cb, [now]);
         if (callbacks.size) await yieldTask();
-        return { t: perf.now(), frameCallbacks: callbacks.size, timerRuns: runs, pendingFrames: frameCallbacks.size, pendingTimers: timers.size };
+        return { t: perf.now(), spinReads: stats.spinReads, frameCallbacks: callbacks.size, timerRuns: runs, pendingFrames: frameCallbacks.size, pendingTimers: timers.size };
       },
       stats: () => ({ ...stats, pendingFrames: frameCallbacks.size, pendingTimers: timers.size }),
     },
