@@ -103,6 +103,15 @@ def test_page_that_blocks_while_loading_gives_a_clip_of_what_it_shows(tmp_path, 
     assert len(frames) == 5 and frames.mean() > 50, "the red page it showed, not a black frame"
 
 
+def test_page_that_reloads_itself_goes_on_with_a_fresh_clock(tmp_path):
+    # A screenshot or step in flight during the reload never answers; the recorder must not take
+    # that for a hang.
+    r = record_clip_file(PAGES / "clip_reload.html", tmp_path / "r.mp4", seconds=2, fps=10, size=(160, 120))
+    assert r.note is None and r.frames == r.rendered_frames == 20
+    assert r.distinct_frames >= 12, "black until the reload, then a new colour every frame"
+    assert r.frame_step.min_ms == pytest.approx(100) and r.frame_step.max_ms == pytest.approx(100)
+
+
 def test_errors_in_the_frame_loop_are_reported_and_the_clip_is_whole(tmp_path):
     r = record_clip_file(PAGES / "clip_error.html", tmp_path / "e.mp4", seconds=1, fps=10, size=(160, 120))
     assert r.frames == r.rendered_frames == 10

@@ -176,23 +176,40 @@ async def _emit(writer: Mp4Writer, rec: _Recording, frame: bytes, t_ms: float, l
         progress(rec.frames, total)
 
 
-async def _step(page: Page, target_ms: float, timeout: float) -> dict:
-    """Advance the page's clock to target_ms (absolute, so the steps never drift by rounding).
+class _Navigations:
+    """Set when the page's main frame navigates (a reload, a link): a step in flight then never answers."""
 
-    A page that navigated (reload, a link) has a fresh clock from the init script; one retry after
-    its load covers that. A timeout is never retried: it means the main thread is blocked.
+    def __init__(self, page: Page):
+        self.event = asyncio.Event()
+        page.on("framenavigated", lambda frame: self.event.set() if frame == page.main_frame else None)
+
+
+async def _through_navigation(make: Callable[[], Any], page: Page, navs: _Navigations, timeout: float) -> Any:
+    """Run one call into the page, bounded; if the page navigates meanwhile, wait for load and call again.
+
+    A call in flight when the page navigates (a reload, a link) never answers: an evaluate is
+    lost with its document and a screenshot waits for a frame that never comes. The new document
+    has a fresh clock from the init script. A timeout without navigation means the main thread
+    is blocked: asyncio.TimeoutError.
     """
-    call = "t => window.__showcaseClock.stepTo(t)"
-    try:
-        return await _bounded(page.evaluate(call, target_ms), timeout)
-    except asyncio.TimeoutError:
-        raise
-    except Exception:
+    for attempt in range(2):
+        navs.event.clear()
+        call = asyncio.ensure_future(make())
+        nav = asyncio.ensure_future(navs.event.wait())
+        done, _ = await asyncio.wait({call, nav}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        nav.cancel()
+        if call in done and (attempt or not navs.event.is_set() and not call.exception()):
+            return call.result()
+        if not done:
+            call.cancel()
+            raise asyncio.TimeoutError
+        call.cancel()
+        call.add_done_callback(lambda f: f.cancelled() or f.exception())  # its late error is expected
         try:
             await _bounded(page.wait_for_load_state("load", timeout=timeout * 1000), timeout + 1)
         except Exception:
             pass
-        return await _bounded(page.evaluate(call, target_ms), timeout)
+    return await _bounded(make(), timeout)
 
 
 async def _record_virtual(
@@ -201,6 +218,7 @@ async def _record_virtual(
 ) -> _Recording:
     rec = _Recording()
     page = session.page
+    navs = _Navigations(page)
     free = await _load(session, cdp, rec, wait_ready=True)
     rec.load_seconds = time.monotonic() - rec.t0
     frame: bytes | None = None
@@ -217,12 +235,15 @@ async def _record_virtual(
                 )
                 break
             try:
-                r = await _step(page, k * step_ms, frame_timeout_s)
+                # Absolute target time (k/fps), so the steps never drift by rounding.
+                r = await _through_navigation(
+                    lambda: page.evaluate("t => window.__showcaseClock.stepTo(t)", k * step_ms), page, navs, frame_timeout_s
+                )
                 t_ms = float(r["t"])
                 spin_reads = int(r.get("spinReads") or 0)
                 if r["frameCallbacks"] or r["timerRuns"]:
                     active_until, was_active = t_ms, True
-                frame = await _bounded(_screenshot(cdp), frame_timeout_s)
+                frame = await _through_navigation(lambda: _screenshot(cdp), page, navs, frame_timeout_s)
             except asyncio.TimeoutError:
                 await _free_main_thread(cdp)
                 rec.notes.append(
