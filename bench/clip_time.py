@@ -15,7 +15,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from showcase.clip import record_clip_file

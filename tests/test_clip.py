@@ -70,6 +70,7 @@ def test_virtual_clip_is_h264_of_the_asked_shape_and_the_same_every_time(tmp_pat
     assert a.frame_step.max_ms == pytest.approx(1000 / 15, abs=1e-6)
     assert "llvmpipe" in a.renderer
 
+    assert b.frame_times_ms == a.frame_times_ms
     hashes_a, hashes_b = frame_hashes(tmp_path / "a.mp4"), frame_hashes(tmp_path / "b.mp4")
     assert len(set(hashes_a)) == 30, "camera and cubes move every frame: every frame differs"
     assert hashes_a == hashes_b, "same page, same clip, frame for frame (seeded Math.random, virtual clock)"
@@ -160,6 +161,26 @@ def test_bad_settings_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="--fps"):
         record_clip_file(page, tmp_path / "x.mp4", fps=0)
     assert not (tmp_path / "x.mp4").exists()
+
+
+def test_ffmpeg_failure_is_an_infra_error_and_leaves_no_file(tmp_path):
+    import asyncio
+
+    from showcase.clip.encode import Mp4Writer
+
+    async def go():
+        writer = Mp4Writer(tmp_path / "bad.mp4", 10, (160, 120))
+        await writer.start()
+        try:
+            for _ in range(3):
+                await writer.write(b"this is not a PNG")
+            await writer.close()
+        except InfraError as exc:
+            return str(exc)
+
+    message = asyncio.run(go())
+    assert message and message.startswith("ffmpeg")
+    assert list(tmp_path.iterdir()) == []
 
 
 def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:

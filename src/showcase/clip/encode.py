@@ -59,9 +59,15 @@ class Mp4Writer:
         try:
             self._proc.stdin.write(frame)
             await asyncio.wait_for(self._proc.stdin.drain(), WRITE_TIMEOUT_S)
-        except (BrokenPipeError, ConnectionResetError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, BrokenPipeError, ConnectionResetError) as exc:
+            if not isinstance(exc, TimeoutError):  # ffmpeg quit: let it finish writing why
+                try:
+                    await asyncio.wait_for(self._proc.wait(), 10)
+                except TimeoutError:
+                    pass
+            msg = self._error_text() or type(exc).__name__
             await self.abort()
-            raise InfraError(f"ffmpeg stopped taking frames: {self._error_text() or type(exc).__name__}") from exc
+            raise InfraError(f"ffmpeg stopped taking frames: {msg}") from exc
         self.frames += 1
 
     async def close(self) -> Path:
@@ -69,15 +75,16 @@ class Mp4Writer:
         self._proc.stdin.close()
         try:
             rc = await asyncio.wait_for(self._proc.wait(), CLOSE_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self.abort()
-            raise InfraError(f"ffmpeg did not finish within {CLOSE_TIMEOUT_S:.0f} s")
+            raise InfraError(f"ffmpeg did not finish within {CLOSE_TIMEOUT_S:.0f} s") from None
         if rc != 0 or self.frames == 0:
             msg = self._error_text()
             await self.abort()
             raise InfraError(f"ffmpeg failed (exit {rc}): {msg or 'no frames'}")
         os.replace(self._tmp, self.out)
         self._tmp = None
+        self._close_log()
         return self.out
 
     async def abort(self) -> None:
@@ -85,15 +92,21 @@ class Mp4Writer:
             self._proc.kill()
             try:
                 await asyncio.wait_for(self._proc.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
             self._tmp = None
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def _error_text(self) -> str:
         if self._log is None:
             return ""
         self._log.seek(0)
         lines = self._log.read().decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else ""
+        return lines[0] if lines else ""  # the first error is the cause; the rest follow from it

@@ -153,7 +153,7 @@ async def _load(session: PageSession, cdp: CDPSession, rec: _Recording, wait_rea
         try:
             if await _bounded(page.evaluate("window.ready === true"), PROBE_TIMEOUT_S):
                 return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await _free_main_thread(cdp)
             rec.notes.append("the page blocked its main thread before its first frame")
             return False
@@ -202,7 +202,7 @@ async def _through_navigation(make: Callable[[], Any], page: Page, navs: _Naviga
             return call.result()
         if not done:
             call.cancel()
-            raise asyncio.TimeoutError
+            raise TimeoutError
         call.cancel()
         call.add_done_callback(lambda f: f.cancelled() or f.exception())  # its late error is expected
         try:
@@ -237,14 +237,14 @@ async def _record_virtual(
             try:
                 # Absolute target time (k/fps), so the steps never drift by rounding.
                 r = await _through_navigation(
-                    lambda: page.evaluate("t => window.__showcaseClock.stepTo(t)", k * step_ms), page, navs, frame_timeout_s
+                    lambda k=k: page.evaluate("t => window.__showcaseClock.stepTo(t)", k * step_ms), page, navs, frame_timeout_s
                 )
                 t_ms = float(r["t"])
                 spin_reads = int(r.get("spinReads") or 0)
                 if r["frameCallbacks"] or r["timerRuns"]:
                     active_until, was_active = t_ms, True
                 frame = await _through_navigation(lambda: _screenshot(cdp), page, navs, frame_timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await _free_main_thread(cdp)
                 rec.notes.append(
                     f"page stopped rendering at {(k - 1) * step_ms / 1000:.1f} s (its main thread blocked for more than "
