@@ -160,6 +160,8 @@ def test_bad_settings_are_user_errors(tmp_path):
         record_clip_file(page, tmp_path / "x.mp4", size=(321, 240))
     with pytest.raises(UserError, match="--fps"):
         record_clip_file(page, tmp_path / "x.mp4", fps=0)
+    with pytest.raises(UserError, match="is a folder"):
+        record_clip_file(page, tmp_path)
     assert not (tmp_path / "x.mp4").exists()
 
 

@@ -19,6 +19,18 @@ def ffmpeg_path() -> str:
     return path
 
 
+def ffmpeg_version() -> str:
+    """e.g. 'ffmpeg version 5.1.9-0+deb12u1', for the record of how a clip was made."""
+    import subprocess
+
+    try:
+        out = subprocess.run([ffmpeg_path(), "-version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InfraError(f"ffmpeg not usable: {exc}") from exc
+    first = (out.stdout or out.stderr).strip().splitlines()
+    return " ".join(first[0].split()[:3]) if first else "ffmpeg (unknown version)"
+
+
 class Mp4Writer:
     """Frames are written as they come; close() finishes the file and moves it onto `out`.
 

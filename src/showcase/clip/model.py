@@ -45,4 +45,5 @@ class ClipResult(BaseModel):
     load_seconds: float = Field(0.0, description="part of wall_seconds spent loading the page (and waiting for window.ready), s")
     renderer: str = Field(description="WebGL renderer string the page got (UNMASKED_RENDERER_WEBGL)")
     browser: str = Field("", description="browser name and version")
+    encoder: str = Field("", description="ffmpeg version that encoded the clip")
     random_seed: int | None = Field(None, description="seed of the page's Math.random (virtual mode)")

@@ -27,7 +27,7 @@ from playwright.async_api import Browser, CDPSession, Page
 from showcase.browser.cdn import OfflineCdn
 from showcase.browser.launch import launch_browser
 from showcase.browser.page import PAGE_URL, PageSession, open_page
-from showcase.clip.encode import Mp4Writer, ffmpeg_path
+from showcase.clip.encode import Mp4Writer, ffmpeg_version
 from showcase.clip.model import ClipResult, FrameStep
 from showcase.errors import InfraError, UserError
 from showcase.task import load_task
@@ -388,12 +388,14 @@ async def record_clip(
     """
     size = (int(size[0]), int(size[1]))
     validate(seconds, fps, size)
-    ffmpeg_path()
+    encoder = ffmpeg_version()  # no ffmpeg: exit 3 before a browser starts
     started = time.monotonic()
     deadline = started + budget_s
     total = max(1, round(seconds * fps))
-    cdn = OfflineCdn(load_task(task).npm, npm_dir)
     out = Path(out)
+    if out.is_dir():
+        raise UserError(f"{out} is a folder; give the clip's file name, e.g. {out / 'clip.mp4'}")
+    cdn = OfflineCdn(load_task(task).npm, npm_dir)
 
     order = [renderer] if renderer else RENDERER_ORDER
     for i, name in enumerate(order):
@@ -407,15 +409,15 @@ async def record_clip(
                 if i + 1 < len(order):
                     continue
                 raise InfraError(f"no WebGL in Chromium with the {name} renderer; software GL is needed to record a clip")
-            return await _record_in(browser, session, gl, out, html, seconds, fps, size, realtime, total,
-                                    frame_timeout_s, deadline, progress, started, seed)
+            return await _record_in(browser, session, gl, out, seconds, fps, size, realtime, total,
+                                    frame_timeout_s, deadline, progress, started, seed, encoder)
     raise InfraError("no renderer to try")  # unreachable: order is never empty
 
 
 async def _record_in(
-    browser: Browser, session: PageSession, gl: str, out: Path, html: bytes, seconds: float, fps: int,
+    browser: Browser, session: PageSession, gl: str, out: Path, seconds: float, fps: int,
     size: tuple[int, int], realtime: bool, total: int, frame_timeout_s: float, deadline: float,
-    progress: Progress | None, started: float, seed: int,
+    progress: Progress | None, started: float, seed: int, encoder: str,
 ) -> ClipResult:
     cdp = await _bounded(session.context.new_cdp_session(session.page), PROBE_TIMEOUT_S)
     writer = Mp4Writer(out, fps, size, "jpeg" if realtime else "png")
@@ -453,6 +455,7 @@ async def _record_in(
         load_seconds=round(rec.load_seconds, 3),
         renderer=gl,
         browser=f"Chromium {browser.version}",
+        encoder=encoder,
         random_seed=None if realtime else seed,
     )
 
