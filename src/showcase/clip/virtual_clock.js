@@ -92,8 +92,15 @@
   window.setTimeout = function setTimeout(fn, delay, ...args) { return addTimer(fn, delay, args, false); };
   window.setInterval = function setInterval(fn, delay, ...args) { return addTimer(fn, delay, args, true); };
   window.clearTimeout = window.clearInterval = function clearTimer(id) { timers.delete(id); };
+  // An idle callback gets a deadline that allows a fixed amount of work, counted in calls of
+  // timeRemaining() (the clock stands still during a step, so time cannot measure it): enough for
+  // "while (deadline.timeRemaining() > 0) buildChunk()" loops to progress, the same on every run.
+  const IDLE_CHECKS = 8;
   window.requestIdleCallback = function requestIdleCallback(fn) {
-    return addTimer(() => fn({ didTimeout: false, timeRemaining: () => 0 }), 0, [], false);
+    return addTimer(() => {
+      let checks = 0;
+      fn({ didTimeout: false, timeRemaining: () => (++checks <= IDLE_CHECKS ? 10 : 0) });
+    }, 1, [], false);
   };
   window.cancelIdleCallback = function cancelIdleCallback(id) { timers.delete(id); };
 
