@@ -142,6 +142,13 @@ def test_realtime_clip_records_the_screencast(tmp_path):
     assert r.frame_times_ms == sorted(r.frame_times_ms) and r.frame_times_ms[-1] <= 2000
 
 
+def test_realtime_clip_of_a_page_that_freezes_ends_on_time_and_says_so(tmp_path):
+    r = record_clip_file(PAGES / "clip_freeze.html", tmp_path / "rtf.mp4", seconds=5, fps=5, size=(160, 120), realtime=True)
+    assert r.frames == 25 and probe(tmp_path / "rtf.mp4")["duration"] == pytest.approx(5.0, abs=0.01)
+    assert r.note and "main thread was blocked when the recording ended" in r.note
+    assert "the picture did not change after" in r.note
+
+
 def test_no_webgl_is_an_infra_error_and_an_existing_clip_is_kept(tmp_path):
     out = tmp_path / "keep.mp4"
     out.write_bytes(b"an older clip")

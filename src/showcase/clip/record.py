@@ -279,6 +279,7 @@ async def _record_realtime(
     frame_timeout_s: float, deadline: float, progress: Progress | None,
 ) -> _Recording:
     rec = _Recording()
+    page = session.page
     shots: list[tuple[float, bytes]] = []  # (wall timestamp in s, jpeg)
 
     def on_frame(ev: dict) -> None:
@@ -302,6 +303,9 @@ async def _record_realtime(
         await _bounded(cdp.send("Page.stopScreencast"), PROBE_TIMEOUT_S)
     except Exception:
         pass
+    if not await _responsive(page):
+        await _free_main_thread(cdp)
+        rec.notes.append("the page's main thread was blocked when the recording ended")
     captured = sorted(shots, key=lambda s: s[0])
     if not captured:
         try:
