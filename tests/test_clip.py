@@ -52,27 +52,27 @@ def gray_frames(path: Path) -> "np.ndarray":
 
 
 def test_virtual_clip_is_h264_of_the_asked_shape_and_the_same_every_time(tmp_path):
-    a = record_clip_file(PAGES / "clip_spin.html", tmp_path / "a.mp4", seconds=2, fps=15, size=(320, 240))
-    b = record_clip_file(PAGES / "clip_spin.html", tmp_path / "b.mp4", seconds=2, fps=15, size=(320, 240))
+    a = record_clip_file(PAGES / "clip_spin.html", tmp_path / "a.mp4", seconds=1.2, fps=15, size=(320, 240))
+    b = record_clip_file(PAGES / "clip_spin.html", tmp_path / "b.mp4", seconds=1.2, fps=15, size=(320, 240))
 
     info = probe(tmp_path / "a.mp4")
     assert info["codec_name"] == "h264" and info["pix_fmt"] == "yuv420p"
     assert (info["width"], info["height"]) == (320, 240)
-    assert info["r_frame_rate"] == "15/1" and int(info["nb_frames"]) == 30
-    assert info["duration"] == pytest.approx(2.0, abs=0.01)
+    assert info["r_frame_rate"] == "15/1" and int(info["nb_frames"]) == 18
+    assert info["duration"] == pytest.approx(1.2, abs=0.01)
     data = (tmp_path / "a.mp4").read_bytes()
     assert data.index(b"moov") < data.index(b"mdat"), "faststart puts the index first"
 
-    assert a.mode == "virtual" and a.frames == a.rendered_frames == 30 and a.note is None and a.page_errors == []
-    # The page's own clock advanced exactly 1/15 s per frame, from 1/15 s to 2 s.
-    assert a.frame_times_ms[0] == pytest.approx(1000 / 15) and a.frame_times_ms[-1] == pytest.approx(2000)
+    assert a.mode == "virtual" and a.frames == a.rendered_frames == 18 and a.note is None and a.page_errors == []
+    # The page's own clock advanced exactly 1/15 s per frame, from 1/15 s to 1.2 s.
+    assert a.frame_times_ms[0] == pytest.approx(1000 / 15) and a.frame_times_ms[-1] == pytest.approx(1200)
     assert a.frame_step.min_ms == pytest.approx(1000 / 15, abs=1e-6)
     assert a.frame_step.max_ms == pytest.approx(1000 / 15, abs=1e-6)
     assert "llvmpipe" in a.renderer
 
     assert b.frame_times_ms == a.frame_times_ms
     hashes_a, hashes_b = frame_hashes(tmp_path / "a.mp4"), frame_hashes(tmp_path / "b.mp4")
-    assert len(set(hashes_a)) == 30, "camera and cubes move every frame: every frame differs"
+    assert len(set(hashes_a)) == 18, "camera and cubes move every frame: every frame differs"
     assert hashes_a == hashes_b, "same page, same clip, frame for frame (seeded Math.random, virtual clock)"
     assert not list(tmp_path.glob("*.part")), "no temp file left behind"
 

@@ -1,7 +1,7 @@
 // The page's virtual clock, installed before any page script runs (an init script).
 //
 // requestAnimationFrame, performance.now, Date, the timers and requestIdleCallback advance only
-// when the recorder calls window.__showcaseClock.step(ms); Math.random is a seeded generator.
+// when the recorder calls window.__showcaseClock.stepTo(ms); Math.random is a seeded generator.
 // So every clip frame is exactly 1000/fps ms of page time after the previous one, however long
 // software GL took to draw it, and the same page gives the same clip.
 (() => {
