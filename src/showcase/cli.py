@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "showcase.gate.cli",
     "showcase.sandbox.cli",
     "showcase.check.cli",
+    "showcase.clip",
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
@@ -35,6 +36,7 @@ SCHEMAS: dict[str, str] = {
     "sandbox-spec": "showcase.sandbox.base.SandboxSpec",
     "harness": "showcase.harness.Harness",
     "check": "showcase.check.models.CheckReport",
+    "clip": "showcase.clip.ClipResult",
 }
 
 

@@ -1,0 +1,124 @@
+"""ffmpeg as a pipe: image frames in (PNG or JPEG, one after another), an H.264 mp4 out, atomically."""
+
+import asyncio
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from showcase.errors import InfraError
+
+CLOSE_TIMEOUT_S = 120.0  # encoding the tail of a 15 s clip takes a few seconds; a stuck ffmpeg must not hang us
+WRITE_TIMEOUT_S = 60.0
+
+
+def ffmpeg_path() -> str:
+    path = shutil.which("ffmpeg")
+    if not path:
+        raise InfraError("ffmpeg not found; install it with `apt-get install ffmpeg` (scripts/setup.sh does)")
+    return path
+
+
+def ffmpeg_version() -> str:
+    """e.g. 'ffmpeg version 5.1.9-0+deb12u1', for the record of how a clip was made."""
+    import subprocess
+
+    try:
+        out = subprocess.run([ffmpeg_path(), "-version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InfraError(f"ffmpeg not usable: {exc}") from exc
+    first = (out.stdout or out.stderr).strip().splitlines()
+    return " ".join(first[0].split()[:3]) if first else "ffmpeg (unknown version)"
+
+
+class Mp4Writer:
+    """Frames are written as they come; close() finishes the file and moves it onto `out`.
+
+    The mp4 appears at `out` only when complete (temp file in the same folder, then os.replace),
+    so a crash or a failed encode never leaves a half-written clip where a clip is expected.
+    """
+
+    def __init__(self, out: Path, fps: int, size: tuple[int, int], image_format: str = "png"):
+        self.out = Path(out)
+        self.image_format = image_format  # "png" or "jpeg": every frame in the same one
+        self.fps = fps
+        self.size = size
+        self.frames = 0
+        self._proc: asyncio.subprocess.Process | None = None
+        self._tmp: Path | None = None
+        self._log = None
+
+    async def start(self) -> None:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.out.stem}.", suffix=".mp4.part", dir=self.out.parent)
+        os.close(fd)
+        self._tmp = Path(tmp)
+        self._log = tempfile.TemporaryFile()  # ffmpeg's stderr, read back only on failure (a pipe could fill and block it)
+        w, h = self.size
+        self._proc = await asyncio.create_subprocess_exec(
+            ffmpeg_path(), "-hide_banner", "-nostdin", "-loglevel", "error", "-y",
+            # The input codec is named: probing a pipe of tiny first frames (a blank page) can fail.
+            "-f", "image2pipe", "-c:v", {"png": "png", "jpeg": "mjpeg"}[self.image_format], "-framerate", str(self.fps), "-i", "-",
+            # The screencast may hand frames of another size; scaling to the asked size is a no-op otherwise.
+            "-vf", f"scale={w}:{h}:flags=bicubic,format=yuv420p",
+            "-c:v", "libx264", "-preset", "veryfast", "-crf", "18", "-pix_fmt", "yuv420p",
+            "-r", str(self.fps), "-movflags", "+faststart", "-f", "mp4", str(self._tmp),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=self._log,
+        )
+
+    async def write(self, frame: bytes) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(frame)
+            await asyncio.wait_for(self._proc.stdin.drain(), WRITE_TIMEOUT_S)
+        except (TimeoutError, BrokenPipeError, ConnectionResetError) as exc:
+            if not isinstance(exc, TimeoutError):  # ffmpeg quit: let it finish writing why
+                try:
+                    await asyncio.wait_for(self._proc.wait(), 10)
+                except TimeoutError:
+                    pass
+            msg = self._error_text() or type(exc).__name__
+            await self.abort()
+            raise InfraError(f"ffmpeg stopped taking frames: {msg}") from exc
+        self.frames += 1
+
+    async def close(self) -> Path:
+        assert self._proc is not None and self._proc.stdin is not None and self._tmp is not None
+        self._proc.stdin.close()
+        try:
+            rc = await asyncio.wait_for(self._proc.wait(), CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            await self.abort()
+            raise InfraError(f"ffmpeg did not finish within {CLOSE_TIMEOUT_S:.0f} s") from None
+        if rc != 0 or self.frames == 0:
+            msg = self._error_text()
+            await self.abort()
+            raise InfraError(f"ffmpeg failed (exit {rc}): {msg or 'no frames'}")
+        os.replace(self._tmp, self.out)
+        self._tmp = None
+        self._close_log()
+        return self.out
+
+    async def abort(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.kill()
+            try:
+                await asyncio.wait_for(self._proc.wait(), 10)
+            except TimeoutError:
+                pass
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+            self._tmp = None
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def _error_text(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        lines = self._log.read().decode(errors="replace").strip().splitlines()
+        return lines[0] if lines else ""  # the first error is the cause; the rest follow from it
