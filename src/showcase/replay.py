@@ -63,6 +63,10 @@ class ReplayTurn(BaseModel):
         "this text (case-insensitive); then answer this turn and move on",
     )
     filler: ReplayTurn | None = Field(None, description="the waiting answer; default: a shell call `sleep 5`")
+    http_status: int | None = Field(
+        None, ge=400, le=599, description="answer this HTTP error instead (content becomes the error message): "
+        "a stand-in for an endpoint that refuses or breaks"
+    )
 
 
 class ReplayScript(BaseModel):
@@ -207,6 +211,10 @@ def create_app(replayer: Replayer) -> Starlette:
         turn = replayer.next_turn(body, dict(request.headers))
         if turn.delay_s:
             await asyncio.sleep(turn.delay_s)
+        if turn.http_status:
+            message = turn.content or f"replayed error {turn.http_status}"
+            return JSONResponse({"error": {"message": message, "type": "replay_error", "code": turn.http_status}},
+                                status_code=turn.http_status)
         tool_calls = _tool_calls_json(turn)
         usage = _usage(turn, body, tool_calls)
         finish = "tool_calls" if tool_calls else "stop"
