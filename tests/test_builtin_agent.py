@@ -184,3 +184,20 @@ def test_step_limit_ends_the_loop(tmp_path):
         proc = run_agent(server.base_url, work, "--max-steps", "3")
         assert len(server.requests) == 3
     assert proc.returncode == 5 and "step limit (3)" in proc.stdout
+
+
+def test_long_history_elides_old_page_versions_but_keeps_the_latest(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    with ReplayServer(DEMO) as server:
+        proc = run_agent(server.base_url, work, "--history-chars", "20000", "--keep-writes", "1")
+        first, last = server.requests[0], server.requests[-1]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    writes = [json.loads(c["function"]["arguments"]) for m in last["messages"] if m["role"] == "assistant"
+              for c in m.get("tool_calls") or [] if c["function"]["name"] == "write_file"]
+    assert len(writes) == 4
+    assert all(w["elided"] and "elided from the history" in w["content"] for w in writes[:3])
+    assert writes[3]["content"] == (PAGES / "v4.html").read_text()
+    assert len(json.dumps(last["messages"])) < 40000  # four full pages would be over 50,000
+    assert first["messages"][1]["content"] == PROMPT.read_text()
+    assert "elided the content of" in proc.stdout

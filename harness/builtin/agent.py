@@ -252,6 +252,32 @@ class Agent:
 
     # ---------- the loop ----------
 
+    def compact(self, messages):
+        """Elide the content of old write_file calls once the history grows past --history-chars.
+
+        Every version of a page stays in the history as the arguments of its write_file call; a long
+        run would carry dozens of copies to the model on every request. Only the latest
+        --keep-writes stay whole; the file itself is always one read_file away. Nothing happens
+        below the threshold, so short runs (and upstream prompt caches) are left alone.
+        """
+        if sum(len(json.dumps(m)) for m in messages) <= self.args.history_chars:
+            return 0
+        writes = [c for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []
+                  if (c.get("function") or {}).get("name") == "write_file"]
+        elided = 0
+        for call in writes[: max(0, len(writes) - self.args.keep_writes)]:
+            try:
+                args = json.loads(call["function"]["arguments"])
+            except (ValueError, TypeError, KeyError):
+                continue
+            if isinstance(args, dict) and isinstance(args.get("content"), str) and not args.get("elided"):
+                size = len(args["content"].encode("utf-8"))
+                call["function"]["arguments"] = json.dumps({
+                    "path": args.get("path"), "elided": True,
+                    "content": f"[{size} bytes written here; elided from the history to save context, read the file to see it]"})
+                elided += 1
+        return elided
+
     def record(self, entry):
         with open(self.trajectory, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -260,6 +286,9 @@ class Agent:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
         log(f"agent: model {self.args.model} at {self.base_url}, workdir {self.workdir}, max {self.args.max_steps} steps")
         for step in range(1, self.args.max_steps + 1):
+            elided = self.compact(messages)
+            if elided:
+                log(f"  history: elided the content of {elided} old write_file call(s)")
             t_req = time.monotonic()
             try:
                 response = self.chat(messages)
@@ -330,6 +359,9 @@ def parse_args(argv=None):
     p.add_argument("--backoff-s", type=float, default=float(env("SHOWCASE_BACKOFF_S", "2")), help="first retry delay")
     p.add_argument("--backoff-max-s", type=float, default=60.0, help="longest retry delay")
     p.add_argument("--output-limit", type=int, default=16000, help="characters of tool output kept for the model")
+    p.add_argument("--history-chars", type=int, default=int(env("SHOWCASE_HISTORY_CHARS", "400000")),
+                   help="above this many characters of history, old write_file contents are elided")
+    p.add_argument("--keep-writes", type=int, default=2, help="latest write_file calls always kept whole")
     args = p.parse_args(argv)
     if not args.model:
         p.error("no model: pass --model or set OPENAI_MODEL")
