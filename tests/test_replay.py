@@ -137,7 +137,11 @@ def test_http_error_turns_and_delays():
         t0 = time.monotonic()
         slow = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
         waited = time.monotonic() - t0
-    assert slow.choices[0].message.content == "slow" and waited >= 0.5
+    assert slow.choices[0].message.content == "slow" and waited >= 0.5  # a lower bound: sleeps never end early
+    with ReplayServer({"turns": [{"content": "paced"}]}, pace_s=0.4) as server:
+        t0 = time.monotonic()
+        paced = client(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        assert paced.choices[0].message.content == "paced" and time.monotonic() - t0 >= 0.4
 
 
 def test_bad_scripts_are_one_line_user_errors(tmp_path):

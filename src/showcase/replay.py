@@ -129,8 +129,9 @@ def last_user_text(body: dict) -> str:
 class Replayer:
     """The script's state: which turn comes next, and every request seen so far."""
 
-    def __init__(self, script: ReplayScript, record_path: Path | None = None):
+    def __init__(self, script: ReplayScript, record_path: Path | None = None, pace_s: float = 0.0):
         self.script = script
+        self.pace_s = pace_s  # delay of every turn that sets none: a demo that unfolds at watching speed
         self.record_path = Path(record_path) if record_path else None
         self.requests: list[dict] = []  # request bodies, in arrival order
         self.headers: list[dict[str, str]] = []  # their headers, same order
@@ -209,8 +210,9 @@ def create_app(replayer: Replayer) -> Starlette:
         except (json.JSONDecodeError, UnicodeDecodeError):
             body = {"_raw": raw.decode("utf-8", "replace")}
         turn = replayer.next_turn(body, dict(request.headers))
-        if turn.delay_s:
-            await asyncio.sleep(turn.delay_s)
+        delay = turn.delay_s or replayer.pace_s
+        if delay:
+            await asyncio.sleep(delay)
         if turn.http_status:
             message = turn.content or f"replayed error {turn.http_status}"
             return JSONResponse({"error": {"message": message, "type": "replay_error", "code": turn.http_status}},
@@ -293,8 +295,9 @@ class ReplayServer:
         host: str = "127.0.0.1",
         port: int = 0,
         record_path: str | os.PathLike | None = None,
+        pace_s: float = 0.0,
     ):
-        self.replayer = Replayer(load_script(script), Path(record_path) if record_path else None)
+        self.replayer = Replayer(load_script(script), Path(record_path) if record_path else None, pace_s)
         self.app = create_app(self.replayer)
         self.host = host
         self.port = port
@@ -360,13 +363,14 @@ def register(app: typer.Typer) -> None:
         port: int = typer.Option(8765, "--port", help="TCP port to listen on (0: any free port)"),
         host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
         record: Path | None = typer.Option(None, "--record", help="append every request body to this JSON-lines file"),
+        pace_s: float = typer.Option(0.0, "--pace-s", min=0, help="wait this long before each answer whose turn sets no delay_s"),
     ) -> None:
         """Serve a recorded conversation as an OpenAI-compatible model (a stand-in for demos and tests).
 
         Every POST /v1/chat/completions answers the script's next assistant turn (streamed or not),
         then the script's final turn ("DONE") forever. Stop it with Ctrl-C.
         """
-        server = ReplayServer(script, host=host, port=port, record_path=record)
+        server = ReplayServer(script, host=host, port=port, record_path=record, pace_s=pace_s)
         server.start()
         s = server.script
         print(f"replaying {script} ({len(s.turns)} turns, model {s.model!r}) at {server.base_url}", flush=True)
