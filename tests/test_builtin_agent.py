@@ -2,10 +2,12 @@
 
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -201,3 +203,30 @@ def test_long_history_elides_old_page_versions_but_keeps_the_latest(tmp_path):
     assert len(json.dumps(last["messages"])) < 40000  # four full pages would be over 50,000
     assert first["messages"][1]["content"] == PROMPT.read_text()
     assert "elided the content of" in proc.stdout
+
+
+def test_sigterm_takes_the_running_command_along(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    script = {"turns": [{"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 100 & echo $! > sleep.pid; wait"}}]}]}
+    with ReplayServer(script) as server:
+        proc = subprocess.Popen(
+            [sys.executable, str(AGENT), "--prompt-file", str(PROMPT), "--model", "m", "--base-url", server.base_url,
+             "--workdir", str(work), "--trajectory", str(tmp_path / "t.jsonl"), "--command-timeout", "120"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        try:
+            pid_file = work / "sleep.pid"
+            for _ in range(300):  # up to 30 s for the command to start
+                if pid_file.exists() and pid_file.read_text().strip():
+                    break
+                time.sleep(0.1)
+            sleep_pid = int(pid_file.read_text())
+            assert _alive(sleep_pid)
+            proc.terminate()
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM and "stopped by a signal" in out
+    assert not _alive(sleep_pid)

@@ -122,6 +122,19 @@ def clip_text(text, limit):
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
+def kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def stop_on_sigterm(signum, frame):
+    # Turn the run's SIGTERM into SystemExit, so `finally` blocks kill a running command's group.
+    raise SystemExit(128 + signum)
+
+
 class Agent:
     def __init__(self, args):
         self.args = args
@@ -176,12 +189,11 @@ class Agent:
                 code = proc.wait(timeout=self.args.command_timeout)
                 note = f"[exit code {code}]"
             except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
+                kill_group(proc)
                 note = f"[killed: timed out after {self.args.command_timeout:g} s]"
+            finally:
+                if proc.poll() is None:  # we are being stopped mid-command (SIGTERM): take the command along
+                    kill_group(proc)
             elapsed = time.monotonic() - start
             # Read a bounded amount even if the command wrote gigabytes.
             size = out.seek(0, os.SEEK_END)
@@ -279,8 +291,11 @@ class Agent:
         return elided
 
     def record(self, entry):
-        with open(self.trajectory, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        try:
+            with open(self.trajectory, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        except OSError as exc:  # a lost trajectory line must not end the run
+            log(f"  trajectory not written ({exc})")
 
     def run(self, prompt):
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
@@ -381,7 +396,12 @@ def main(argv=None):
     if not os.path.isdir(args.workdir):
         print(f"agent: working directory {args.workdir} does not exist", file=sys.stderr)
         return 1
-    return Agent(args).run(prompt)
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    try:
+        return Agent(args).run(prompt)
+    except SystemExit as exc:
+        log(f"agent: stopped by a signal (exit {exc.code})")
+        raise
 
 
 if __name__ == "__main__":
