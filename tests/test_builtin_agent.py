@@ -173,9 +173,13 @@ def test_tool_errors_go_back_to_the_model(tmp_path, call, expected):
     (work / "notes.txt").write_text("a\nb\nc\nd\n")
     with ReplayServer({"turns": [{"tool_calls": [call]}, {"content": "DONE"}]}) as server:
         proc = run_agent(server.base_url, work, env_extra={"PATH": "/usr/bin:/bin"})
-        result = tool_messages(server.requests[1])[0]["content"]
+        second = server.requests[1]
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert expected in result
+    assert expected in tool_messages(second)[0]["content"]
+    # The call goes back in the history in a form strict APIs accept: an id, a type, JSON arguments.
+    sent_back = second["messages"][2]["tool_calls"][0]
+    assert sent_back["type"] == "function" and sent_back["id"] == tool_messages(second)[0]["tool_call_id"]
+    assert isinstance(json.loads(sent_back["function"]["arguments"]), dict)
 
 
 def test_step_limit_ends_the_loop(tmp_path):

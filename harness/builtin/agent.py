@@ -122,6 +122,33 @@ def clip_text(text, limit):
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
+def raw_arguments(message):
+    """Each tool call's arguments exactly as the model sent them."""
+    return [((c or {}).get("function") or {}).get("arguments", "") for c in message.get("tool_calls") or []]
+
+
+def normalize_calls(calls, step):
+    """Tool calls in the exact form the API accepts back in the history.
+
+    Servers differ (a missing id or type); and arguments that are not valid JSON (an answer cut
+    at the token limit) make strict APIs refuse the whole next request. Such arguments are
+    wrapped as valid JSON; the tool result tells the model what went wrong.
+    """
+    out = []
+    for i, call in enumerate(calls):
+        fn = (call or {}).get("function") or {}
+        args = fn.get("arguments", "")
+        if not isinstance(args, str):
+            args = json.dumps(args)
+        try:
+            json.loads(args)
+        except ValueError:
+            args = json.dumps({"invalid_arguments": args[:2000]})
+        out.append({"id": (call or {}).get("id") or f"call_{step}_{i}", "type": "function",
+                    "function": {"name": str(fn.get("name", "")), "arguments": args}})
+    return out
+
+
 def kill_group(proc):
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -321,7 +348,7 @@ class Agent:
                 log(f"[step {step}] stopped: the answer has no choices: {one_line(response, 200)}")
                 return 4
             content = message.get("content") or ""
-            calls = message.get("tool_calls") or []
+            calls = normalize_calls(message.get("tool_calls") or [], step)
             usage = response.get("usage") or {}
             # Keep only what the API accepts back; extra fields some servers add are dropped.
             kept = {"role": "assistant", "content": message.get("content")}
@@ -341,15 +368,14 @@ class Agent:
                 self.record(entry)
                 log(f"agent: finished after {step} steps: {one_line(content, 200)}")
                 return 0
-            for call in calls:
-                fn = call.get("function") or {}
-                name, raw = fn.get("name", ""), fn.get("arguments", "")
+            for call, raw in zip(calls, raw_arguments(message)):
+                name = call["function"]["name"]
                 t_tool = time.monotonic()
                 ok, result = self.run_tool(name, raw)
                 result = clip_text(result, self.args.output_limit)
                 log(f"  {name}({one_line(raw, 70)}) -> {one_line(result.splitlines()[-1] if result else '', 70)} [{time.monotonic() - t_tool:.1f}s]")
-                messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": result})
-                entry["tool_results"].append({"id": call.get("id"), "name": name, "ok": ok, "output": clip_text(result, 4000)})
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+                entry["tool_results"].append({"id": call["id"], "name": name, "ok": ok, "output": clip_text(result, 4000)})
             self.record(entry)
         log(f"agent: stopped at the step limit ({self.args.max_steps})")
         return 5
