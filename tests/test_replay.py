@@ -120,6 +120,7 @@ def test_until_user_contains_waits_for_the_finish_now_message():
         done = c.chat.completions.create(model="m", messages=finish).choices[0].message
         later = c.chat.completions.create(model="m", messages=history).choices[0].message
         assert server.replayer.exhausted
+        assert server.wait_for_requests(6, timeout_s=5) and not server.wait_for_requests(7, timeout_s=0.2)
 
     assert answers[0].content == "Starting."
     for filler in answers[1:]:  # never done on its own

@@ -316,6 +316,15 @@ class ReplayServer:
     def script(self) -> ReplayScript:
         return self.replayer.script
 
+    def wait_for_requests(self, count: int, timeout_s: float = 30.0) -> bool:
+        """Wait (bounded) until at least `count` requests have arrived; False if they did not in time."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.replayer.requests) < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     def start(self) -> "ReplayServer":
         # Bind here, not in uvicorn: port 0 then gives us the real port before the thread runs,
         # and a busy port is a clear error in the caller's thread.
