@@ -234,3 +234,15 @@ def test_sigterm_takes_the_running_command_along(tmp_path):
                 proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM and "stopped by a signal" in out
     assert not _alive(sleep_pid)
+
+
+def test_clock_script_never_finishes_by_itself(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    with ReplayServer(REPO / "tasks" / "voxel" / "demo" / "builtin-clock.json") as server:
+        # --command-timeout 1 cuts each `sleep 5` short, so four steps take seconds, not twenty.
+        proc = run_agent(server.base_url, work, "--max-steps", "4", "--command-timeout", "1")
+        assert not server.replayer.exhausted and server.replayer.index == 1
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert (work / "game.html").read_text() == (PAGES / "v1.html").read_text()
+    assert proc.stdout.count("sleep 5") == 3

@@ -27,6 +27,7 @@ def test_committed_scripts_are_generated_from_the_committed_pages():
     gen = _make_builtin()
     assert json.loads((DEMO / "builtin.json").read_text()) == gen.builtin_script(), "run tasks/voxel/demo/make_builtin.py"
     assert json.loads((DEMO / "mini-swe-agent.json").read_text()) == gen.mini_swe_agent_script()
+    assert json.loads((DEMO / "builtin-clock.json").read_text()) == gen.clock_script()
 
 
 WORLD = """() => { let parts = 0, tris = 0;

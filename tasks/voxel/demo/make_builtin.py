@@ -1,6 +1,6 @@
 """Generate the demo conversations from the readable page sources in pages/.
 
-    python3 tasks/voxel/demo/make_builtin.py        # writes builtin.json and mini-swe-agent.json
+    python3 tasks/voxel/demo/make_builtin.py   # writes builtin.json, mini-swe-agent.json, builtin-clock.json
 
 builtin.json is a replay script (showcase.replay.ReplayScript) for the builtin agent: four versions
 of game.html, a `shot` after each, version 3 deliberately broken (a wrong property name that
@@ -70,6 +70,27 @@ def builtin_script() -> dict:
     }
 
 
+def clock_script() -> dict:
+    """An agent that never finishes by itself: for tests and demos of the clock (finish-now, hard stop).
+
+    It writes version 1, then keeps answering a `shell` call `sleep 5` until a request's last user
+    message contains "finish now" (the gate appends tasks/voxel/finish-now.txt from inject-after-s
+    on); then it writes the final version and says DONE. Without the gate it runs until it is stopped.
+    """
+    return {
+        "model": "replay-builtin-clock",
+        "description": "Writes v1, then waits (sleep 5 calls) for the gate's finish-now message, then writes v4 and says DONE.",
+        "turns": [
+            turn("Version 1 first.", call("write_file", path="game.html", content=page(1))),
+            {**turn("Asked to finish: writing the final version.", call("write_file", path="game.html", content=page(4))),
+             "until_user_contains": "finish now",
+             "filler": turn("Still polishing.", call("shell", command="sleep 5"))},
+            turn("DONE /work/game.html"),
+        ],
+        "final": turn("DONE /work/game.html"),
+    }
+
+
 def mini_swe_agent_script() -> dict:
     submit = turn("The page is written and checked; submitting.",
                   call("bash", command="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"))
@@ -101,4 +122,5 @@ def write_json(path: Path, data: dict) -> None:
 if __name__ == "__main__":
     write_json(HERE / "builtin.json", builtin_script())
     write_json(HERE / "mini-swe-agent.json", mini_swe_agent_script())
-    print(f"wrote {HERE / 'builtin.json'} and {HERE / 'mini-swe-agent.json'}")
+    write_json(HERE / "builtin-clock.json", clock_script())
+    print(f"wrote builtin.json, mini-swe-agent.json and builtin-clock.json in {HERE}")
