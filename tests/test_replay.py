@@ -180,3 +180,10 @@ def test_showcase_replay_command_serves_the_demo(tmp_path):
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_script_schema_is_published():
+    out = subprocess.run([sys.executable, "-m", "showcase.cli", "schema", "replay-script"],
+                         capture_output=True, text=True, timeout=60)
+    schema = json.loads(out.stdout)
+    assert {"model", "turns", "final"} <= set(schema["properties"]) and "ReplayTurn" in schema["$defs"]

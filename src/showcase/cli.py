@@ -27,7 +27,9 @@ COMMAND_MODULES = [
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
-SCHEMAS: dict[str, str] = {}
+SCHEMAS: dict[str, str] = {
+    "replay-script": "showcase.replay.ReplayScript",
+}
 
 
 @app.callback(invoke_without_command=True)
