@@ -22,8 +22,18 @@ PAGES = REPO / "tasks" / "voxel" / "demo" / "pages"
 RUN_BOUND_S = 90  # no agent run here should come near this; it only keeps a hang from hanging the suite
 
 
-def run_agent(base_url: str, work: Path, *extra: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+def clean_env(tmp: Path) -> dict:
+    """The test's environment without our variables, and a fresh HOME as in the sandbox (tmpfs):
+    the login shell then reads no ~/.bashrc of whoever runs the tests (this machine's runs pyenv)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SHOWCASE_"))}
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    env["HOME"] = str(home)
+    return env
+
+
+def run_agent(base_url: str, work: Path, *extra: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = clean_env(work.parent)
     env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, str(AGENT), "--prompt-file", str(PROMPT), "--model", "demo-model", "--base-url", base_url,
@@ -217,7 +227,7 @@ def test_sigterm_takes_the_running_command_along(tmp_path):
         proc = subprocess.Popen(
             [sys.executable, str(AGENT), "--prompt-file", str(PROMPT), "--model", "m", "--base-url", server.base_url,
              "--workdir", str(work), "--trajectory", str(tmp_path / "t.jsonl"), "--command-timeout", "120"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(tmp_path),
         )
         try:
             pid_file = work / "sleep.pid"
@@ -246,3 +256,20 @@ def test_clock_script_never_finishes_by_itself(tmp_path):
     assert proc.returncode == 5, proc.stdout + proc.stderr
     assert (work / "game.html").read_text() == (PAGES / "v1.html").read_text()
     assert proc.stdout.count("sleep 5") == 3
+
+
+def test_shell_commands_see_the_agents_path(tmp_path):
+    """A login shell must not lose the PATH the run set (shot.sh lives in /opt/tools there)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    bin_dir = tmp_path / "tools"
+    bin_dir.mkdir()
+    tool = bin_dir / "runtool.sh"
+    tool.write_text("#!/bin/sh\necho tool-ran-here\n")
+    tool.chmod(0o755)
+    script = {"turns": [{"tool_calls": [{"name": "shell", "arguments": {"command": "runtool.sh"}}]}, {"content": "DONE"}]}
+    with ReplayServer(script) as server:
+        proc = run_agent(server.base_url, work, env_extra={"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"})
+        result = tool_messages(server.requests[1])[0]["content"]
+    assert proc.returncode == 0
+    assert "tool-ran-here" in result and "[exit code 0]" in result

@@ -200,7 +200,7 @@ class Agent:
     def resolve(self, path):
         return os.path.normpath(os.path.join(self.workdir, os.path.expanduser(path)))
 
-    def run_process(self, argv):
+    def run_process(self, argv, env=None):
         """Run argv in its own process group; at the timeout kill the whole group.
 
         Output goes to a temporary file, not a pipe: a background process the command leaves
@@ -209,7 +209,7 @@ class Agent:
         with tempfile.TemporaryFile() as out:
             start = time.monotonic()
             proc = subprocess.Popen(
-                argv, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                argv, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group, so a kill reaches grandchildren too
             )
             try:
@@ -237,7 +237,10 @@ class Agent:
         return f"{text.rstrip()}\n{note} ({elapsed:.1f} s)".lstrip()
 
     def tool_shell(self, command):
-        return self.run_process(["bash", "-lc", command])
+        # A login shell gives the usual environment, but Debian's /etc/profile resets PATH, which
+        # would hide tools the run put on ours (shot.sh in /opt/tools): restore it first.
+        return self.run_process(["bash", "-lc", 'export PATH="$SHOWCASE_AGENT_PATH"\n' + command],
+                                env={**os.environ, "SHOWCASE_AGENT_PATH": os.environ.get("PATH", os.defpath)})
 
     def tool_write_file(self, path, content):
         target = self.resolve(path)
