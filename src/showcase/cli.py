@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "showcase.sandbox.cli",
     "showcase.check.cli",
     "showcase.clip",
+    "showcase.replay",
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
@@ -37,6 +38,7 @@ SCHEMAS: dict[str, str] = {
     "harness": "showcase.harness.Harness",
     "check": "showcase.check.models.CheckReport",
     "clip": "showcase.clip.ClipResult",
+    "replay-script": "showcase.replay.ReplayScript",
 }
 
 

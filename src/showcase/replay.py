@@ -1,0 +1,393 @@
+"""A stand-in model: an OpenAI-compatible server that replays a recorded conversation.
+
+The offline demo and the tests need a "model" that answers like a real endpoint without a
+network or a GPU. This server plays a script of assistant turns, one per POST
+/v1/chat/completions, in order, whatever the client sent: it is lenient on input on purpose,
+because it stands in for a model, not for an API validator. It records every request body it
+got, so tests can assert on what really arrived (e.g. that the gate appended a finish-now
+message or forced max_tokens).
+
+A turn may wait for a user message: `"until_user_contains": "finish now"` keeps answering the
+turn's filler (by default a `shell` call `sleep 5`) until the last user message of a request
+contains that text; tests of the clock use it to make an agent that never stops by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import typer
+import uvicorn
+from pydantic import BaseModel, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from showcase.errors import InfraError, UserError
+
+
+class ReplayToolCall(BaseModel):
+    """One tool call of a scripted assistant turn."""
+
+    name: str = Field(description="tool (function) name, e.g. 'shell' or 'write_file'")
+    arguments: dict[str, Any] | str = Field(
+        default_factory=dict, description="arguments as an object (sent JSON-encoded) or as the raw string to send"
+    )
+    id: str | None = Field(None, description="tool call id; generated when missing")
+
+
+class ReplayUsage(BaseModel):
+    prompt_tokens: int = Field(description="tokens the request is said to have used")
+    completion_tokens: int = Field(description="tokens the answer is said to have used")
+
+
+class ReplayTurn(BaseModel):
+    """One assistant answer of the script."""
+
+    content: str | None = Field(None, description="assistant text (may be empty when there are tool calls)")
+    tool_calls: list[ReplayToolCall] = Field(default_factory=list, description="tool calls, in OpenAI order")
+    delay_s: float = Field(0.0, ge=0, description="wait this long before answering (a slow model)")
+    usage: ReplayUsage | None = Field(None, description="usage figures to report; estimated from sizes when missing")
+    until_user_contains: str | None = Field(
+        None,
+        description="answer `filler` instead of this turn until the last user message of a request contains "
+        "this text (case-insensitive); then answer this turn and move on",
+    )
+    filler: ReplayTurn | None = Field(None, description="the waiting answer; default: a shell call `sleep 5`")
+    http_status: int | None = Field(
+        None, ge=400, le=599, description="answer this HTTP error instead (content becomes the error message): "
+        "a stand-in for an endpoint that refuses or breaks"
+    )
+
+
+class ReplayScript(BaseModel):
+    """A recorded conversation: what the stand-in model answers, turn by turn."""
+
+    model: str = Field("replay", description="model name listed by /v1/models and echoed in answers")
+    description: str = Field("", description="what this conversation shows")
+    turns: list[ReplayTurn] = Field(description="assistant turns, one per chat-completions request")
+    final: ReplayTurn = Field(
+        default_factory=lambda: ReplayTurn(content="DONE"),
+        description="answered to every request after the script is exhausted",
+    )
+
+
+DEFAULT_FILLER = ReplayTurn(
+    content="Still working.", tool_calls=[ReplayToolCall(name="shell", arguments={"command": "sleep 5"})]
+)
+
+
+def load_script(source: str | os.PathLike | dict | ReplayScript) -> ReplayScript:
+    """A script from a path, a parsed dict or a ReplayScript; bad input is a one-line UserError."""
+    if isinstance(source, ReplayScript):
+        return source
+    if isinstance(source, dict):
+        data, where = source, "script"
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise UserError(f"replay script {path} not found")
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"replay script {path} is not JSON: {exc}") from exc
+        where = str(path)
+    try:
+        return ReplayScript.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"replay script {where}: {loc}: {first['msg']}") from exc
+
+
+def _text_of(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def last_user_text(body: dict) -> str:
+    msgs = body.get("messages") if isinstance(body, dict) else None
+    for msg in reversed(msgs if isinstance(msgs, list) else []):
+        if isinstance(msg, dict) and msg.get("role") == "user":
+            return _text_of(msg.get("content"))
+    return ""
+
+
+class Replayer:
+    """The script's state: which turn comes next, and every request seen so far."""
+
+    def __init__(self, script: ReplayScript, record_path: Path | None = None, pace_s: float = 0.0):
+        self.script = script
+        self.pace_s = pace_s  # delay of every turn that sets none: a demo that unfolds at watching speed
+        self.record_path = Path(record_path) if record_path else None
+        self.requests: list[dict] = []  # request bodies, in arrival order
+        self.headers: list[dict[str, str]] = []  # their headers, same order
+        self.index = 0  # next turn of script.turns
+        self._lock = threading.Lock()
+
+    @property
+    def exhausted(self) -> bool:
+        return self.index >= len(self.script.turns)
+
+    def next_turn(self, body: dict, headers: dict[str, str]) -> ReplayTurn:
+        """Record the request and pick the answer; only a turn really answered moves the script on."""
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            if self.record_path:
+                # Append-only, one line per request: a crash loses at most the line being written.
+                with self.record_path.open("a") as f:
+                    f.write(json.dumps({"t": time.time(), "body": body}) + "\n")
+            if self.exhausted:
+                return self.script.final
+            turn = self.script.turns[self.index]
+            wanted = turn.until_user_contains
+            if wanted and wanted.lower() not in last_user_text(body).lower():
+                return turn.filler or DEFAULT_FILLER
+            self.index += 1
+            return turn
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)  # the usual ~4 characters a token; only a plausible figure
+
+
+def _tool_calls_json(turn: ReplayTurn) -> list[dict]:
+    return [
+        {
+            "id": call.id or f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            "function": {
+                "name": call.name,
+                "arguments": call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments),
+            },
+        }
+        for call in turn.tool_calls
+    ]
+
+
+def _usage(turn: ReplayTurn, body: dict, tool_calls: list[dict]) -> dict:
+    if turn.usage:
+        prompt, completion = turn.usage.prompt_tokens, turn.usage.completion_tokens
+    else:
+        prompt = _estimate_tokens(json.dumps(body.get("messages", ""), ensure_ascii=False))
+        completion = _estimate_tokens((turn.content or "") + json.dumps(tool_calls))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _sse(obj: dict | str) -> bytes:
+    return f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode()
+
+
+def create_app(replayer: Replayer) -> Starlette:
+    """The ASGI app: /v1/chat/completions (stream or not) and /v1/models."""
+    model_name = replayer.script.model
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "showcase-replay"}]}
+        )
+
+    async def completions(request: Request):
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw else {}
+            if not isinstance(body, dict):
+                body = {"_raw": body}
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = {"_raw": raw.decode("utf-8", "replace")}
+        turn = replayer.next_turn(body, dict(request.headers))
+        delay = turn.delay_s or replayer.pace_s
+        if delay:
+            await asyncio.sleep(delay)
+        if turn.http_status:
+            message = turn.content or f"replayed error {turn.http_status}"
+            return JSONResponse({"error": {"message": message, "type": "replay_error", "code": turn.http_status}},
+                                status_code=turn.http_status)
+        tool_calls = _tool_calls_json(turn)
+        usage = _usage(turn, body, tool_calls)
+        finish = "tool_calls" if tool_calls else "stop"
+        base = {
+            "id": f"chatcmpl-replay-{uuid.uuid4().hex[:16]}",
+            "created": int(time.time()),
+            "model": body.get("model") or model_name,
+        }
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+            if tool_calls:
+                message["tool_calls"] = tool_calls
+            return JSONResponse(
+                base
+                | {
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                    "usage": usage,
+                }
+            )
+        opts = body.get("stream_options")
+        include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+
+        async def chunks():
+            def chunk(delta: dict, finish_reason: str | None = None) -> bytes:
+                obj = base | {
+                    "object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+                }
+                if include_usage:
+                    obj["usage"] = None  # as OpenAI does: only the last chunk carries usage
+                return _sse(obj)
+
+            yield chunk({"role": "assistant", "content": ""})
+            text = turn.content or ""
+            for i in range(0, len(text), 64):  # a few pieces, so clients really assemble a stream
+                yield chunk({"content": text[i : i + 64]})
+            for i, call in enumerate(tool_calls):
+                head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+                yield chunk({"tool_calls": [head]})
+                args = call["function"]["arguments"]
+                for j in range(0, len(args), 512):
+                    yield chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 512]}}]})
+            yield chunk({}, finish)
+            if include_usage:
+                yield _sse(base | {"object": "chat.completion.chunk", "choices": [], "usage": usage})
+            yield _sse("[DONE]")
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", completions, methods=["POST"]),
+            Route("/chat/completions", completions, methods=["POST"]),  # clients given a base URL without /v1
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/models", models, methods=["GET"]),
+        ]
+    )
+
+
+class ReplayServer:
+    """The replay app served by uvicorn on a TCP port in a background thread.
+
+    with ReplayServer("tasks/voxel/demo/builtin.json") as server:
+        client = OpenAI(base_url=server.base_url, api_key="x")
+        ...
+        server.requests  # every request body received
+    """
+
+    START_TIMEOUT_S = 10.0
+    STOP_TIMEOUT_S = 10.0
+
+    def __init__(
+        self,
+        script: str | os.PathLike | dict | ReplayScript,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        record_path: str | os.PathLike | None = None,
+        pace_s: float = 0.0,
+    ):
+        self.replayer = Replayer(load_script(script), Path(record_path) if record_path else None, pace_s)
+        self.app = create_app(self.replayer)
+        self.host = host
+        self.port = port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[dict]:
+        return self.replayer.requests
+
+    @property
+    def script(self) -> ReplayScript:
+        return self.replayer.script
+
+    def wait_for_requests(self, count: int, timeout_s: float = 30.0) -> bool:
+        """Wait (bounded) until at least `count` requests have arrived; False if they did not in time."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.replayer.requests) < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def start(self) -> "ReplayServer":
+        # Bind here, not in uvicorn: port 0 then gives us the real port before the thread runs,
+        # and a busy port is a clear error in the caller's thread.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError as exc:
+            sock.close()
+            raise UserError(f"replay server cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from exc
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True, name="replay-server")
+        self._thread.start()
+        deadline = time.monotonic() + self.START_TIMEOUT_S
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise InfraError(f"replay server did not start on {self.host}:{self.port} within {self.START_TIMEOUT_S:.0f} s")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(self.STOP_TIMEOUT_S)
+            if self._thread.is_alive() and self._server is not None:
+                self._server.force_exit = True  # a client holding a stream open: do not wait for it
+                self._thread.join(self.STOP_TIMEOUT_S)
+        self._server = self._thread = None
+
+    def __enter__(self) -> "ReplayServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def replay(
+        script: Path = typer.Option(..., "--script", help="JSON script of assistant turns, e.g. tasks/voxel/demo/builtin.json"),
+        port: int = typer.Option(8765, "--port", help="TCP port to listen on (0: any free port)"),
+        host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
+        record: Path | None = typer.Option(None, "--record", help="append every request body to this JSON-lines file"),
+        pace_s: float = typer.Option(0.0, "--pace-s", min=0, help="wait this long before each answer whose turn sets no delay_s"),
+    ) -> None:
+        """Serve a recorded conversation as an OpenAI-compatible model (a stand-in for demos and tests).
+
+        Every POST /v1/chat/completions answers the script's next assistant turn (streamed or not),
+        then the script's final turn ("DONE") forever. Stop it with Ctrl-C.
+        """
+        server = ReplayServer(script, host=host, port=port, record_path=record, pace_s=pace_s)
+        server.start()
+        s = server.script
+        print(f"replaying {script} ({len(s.turns)} turns, model {s.model!r}) at {server.base_url}", flush=True)
+        try:
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.stop()
+            print(f"served {len(server.requests)} requests", flush=True)
