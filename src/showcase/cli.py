@@ -26,7 +26,13 @@ COMMAND_MODULES = [
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
-SCHEMAS: dict[str, str] = {}
+SCHEMAS: dict[str, str] = {
+    "contract": "showcase.run.artefacts.Contract",
+    "run-info": "showcase.run.artefacts.RunInfo",
+    "versions": "showcase.run.artefacts.VersionRecord",
+    "final-choice": "showcase.run.artefacts.FinalChoice",
+    "sampling": "showcase.run.artefacts.SamplingFile",
+}
 
 
 @app.callback(invoke_without_command=True)
