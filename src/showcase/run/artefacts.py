@@ -341,5 +341,9 @@ class RunInfo(_Strict):
     )
     host_load: list[LoadSample] = Field(default_factory=list, description="host load averages sampled during the run")
     world_title: str | None = Field(description="the chosen page's title (<title>, else first <h1>); null if none")
-    summary_run: str = Field(description="plain-English sentences on the agent's run: time, finish-now, requests")
-    summary_versions: str = Field(description="plain-English sentence on the versions seen and which one counts")
+    summary_run: str = Field(
+        "", description="plain-English sentences on the agent's run: time, finish-now, requests (showcase.run.summary)"
+    )
+    summary_versions: str = Field(
+        "", description="plain-English sentence on the versions seen and which one counts (showcase.run.summary)"
+    )
