@@ -22,6 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from inotify_simple import INotify
@@ -130,6 +131,18 @@ def recover_versions(run_dir: Path | str, start_epoch: float | None = None) -> l
     return added
 
 
+@dataclass(eq=False)
+class _Read:
+    """Bytes read from the page file, waiting to be kept."""
+
+    data: bytes
+    t_s: float
+    last_request_id: str | None
+    done: threading.Event = field(default_factory=threading.Event)
+    record: VersionRecord | None = None
+    error: Exception | None = None
+
+
 class Watcher:
     """Watch `work_dir/file_name` and keep each distinct version under `run_dir`.
 
@@ -171,6 +184,10 @@ class Watcher:
         self._inotify: INotify | None = None
         self._pending_events: deque = deque()
         self._checks: queue.Queue[int | None] = queue.Queue()
+        # Reading must be quick (the next write may come 50 ms later); storing fsyncs and may
+        # take longer on a busy disk, so it happens in its own thread, in the order read.
+        self._stores: queue.Queue[_Read | None] = queue.Queue()
+        self._storer: threading.Thread | None = None
         self._checker: threading.Thread | None = None
         self.skipped_torn_reads = 0  # reads thrown away because a new write began meanwhile
 
@@ -179,6 +196,9 @@ class Watcher:
         for record in read_versions(self.run_dir):
             self._records[record.n] = record
             self._by_sha.setdefault(record.sha256, record.n)
+        if self._records:
+            latest = max(self._records.values(), key=lambda r: (r.last_seen_t_s or r.t_s or 0.0, r.n))
+            self._current_sha = latest.sha256  # the file as the last watcher left it is no rewrite
 
     # ------------------------------------------------------------------ public API
 
@@ -197,6 +217,8 @@ class Watcher:
         self._inotify = INotify()
         mask = F.CLOSE_WRITE | F.MOVED_TO | F.MODIFY | F.CREATE | F.DELETE_SELF | F.MOVE_SELF
         self._inotify.add_watch(self.work_dir, mask)
+        self._storer = threading.Thread(target=self._store_loop, name="showcase-version-store", daemon=True)
+        self._storer.start()
         # Events start now; a file already there (a restart) is taken as it is.
         self.snapshot_now()
         if self._load_check is not None:
@@ -217,7 +239,14 @@ class Watcher:
         data = self._read()
         if data is None:
             return None
-        return self._keep(data)
+        item = self._enqueue(data)
+        if self._storer is None or not self._storer.is_alive():
+            return self._keep(item)
+        if not item.done.wait(60):
+            raise TimeoutError("the version store did not keep the snapshot within 60 s")
+        if item.error is not None:
+            raise item.error
+        return item.record
 
     def wait_checked(self, timeout_s: float) -> bool:
         """Wait until every version so far has its load-check result; False if time ran out."""
@@ -239,6 +268,9 @@ class Watcher:
             self._thread.join(max(0.0, min(5.0, deadline - time.monotonic())))
         if final_snapshot:
             self.snapshot_now()
+        if self._storer is not None:
+            self._stores.put(None)
+            self._storer.join(max(0.0, deadline - time.monotonic()))
         if self._checker is not None:
             self.wait_checked(max(0.0, deadline - time.monotonic()))
             self._checks.put(None)
@@ -305,12 +337,37 @@ class Watcher:
             self.skipped_torn_reads += 1
             return
         if data is not None:
-            self._keep(data)
+            self._enqueue(data)
 
-    def _keep(self, data: bytes) -> VersionRecord:
+    def _enqueue(self, data: bytes) -> "_Read":
+        # Time and request id as of the read, not as of the (possibly later) store.
+        item = _Read(data=data, t_s=round(self._clock(), 3), last_request_id=self._last_request_id())
+        self._stores.put(item)
+        return item
+
+    def _store_loop(self) -> None:
+        while True:
+            item = self._stores.get()
+            if item is None:
+                return
+            if item.done.is_set():
+                continue  # kept directly by snapshot_now when this thread was not running
+            try:
+                self._keep(item)
+            except Exception as exc:  # a full disk: say so, keep going with later versions
+                log.error("watcher: could not keep a version: %s", exc)
+                item.error = exc
+                item.done.set()
+
+    def _keep(self, item: "_Read") -> VersionRecord:
         """Store new bytes as the next version (file first, then its line); note rewrites."""
+        record = self._keep_locked(item.data, item.t_s, item.last_request_id)
+        item.record = record
+        item.done.set()
+        return record
+
+    def _keep_locked(self, data: bytes, now: float, last_request_id: str | None) -> VersionRecord:
         sha = hashlib.sha256(data).hexdigest()
-        now = round(self._clock(), 3)
         with self._lock:
             known = self._by_sha.get(sha)
             if known is not None:
@@ -327,7 +384,7 @@ class Watcher:
             write_bytes_atomic(self.versions_dir / name, data)
             record = VersionRecord(
                 n=n, event="seen", t_s=now, last_seen_t_s=now, sha256=sha, size=len(data),
-                last_request_id=self._last_request_id(), file=name,
+                last_request_id=last_request_id, file=name,
             )
             append_jsonl(self.log_path, record)
             self._records[n] = record
