@@ -131,6 +131,16 @@ def recover_versions(run_dir: Path | str, start_epoch: float | None = None) -> l
     return added
 
 
+def _raise_thread_priority(nice: int = -10) -> None:
+    """Let this thread run before ordinary work: an in-place write overwrites the previous
+    version, so a watcher that waits for the CPU behind a busy agent or browser loses versions.
+    Needs CAP_SYS_NICE (root has it); without it the thread keeps the normal priority."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (PermissionError, OSError) as exc:
+        log.debug("watcher: could not raise thread priority: %s", exc)
+
+
 @dataclass(eq=False)
 class _Read:
     """Bytes read from the page file, waiting to be kept."""
@@ -161,7 +171,7 @@ class Watcher:
         clock: Callable[[], float] | None = None,
         last_request_id: Callable[[], str | None] | None = None,
         load_check: LoadCheck | None = None,
-        quiet_read_s: float = 1.0,
+        quiet_read_s: float = 5.0,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.run_dir = Path(run_dir)
@@ -298,6 +308,7 @@ class Watcher:
         return self._inotify.read(timeout=timeout_ms)
 
     def _watch_loop(self) -> None:
+        _raise_thread_priority()
         modified_at: float | None = None  # a write seen with no close yet
         while not self._stop.is_set():
             try:
