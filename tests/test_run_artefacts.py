@@ -2,15 +2,13 @@
 
 import json
 import multiprocessing
-import os
 import shlex
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from showcase.run.artefacts import (
     CommandLine,

@@ -8,7 +8,6 @@ import sys
 import textwrap
 import time
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 

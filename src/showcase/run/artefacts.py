@@ -210,12 +210,13 @@ class SamplingFile(_Strict):
 # versions.jsonl
 
 
-class VersionRecord(_Strict):
+class VersionRecord(BaseModel):
     """One line of versions.jsonl: one distinct version of the page, or a later update of it.
 
     The file is append-only: the line written when a version is seen has loaded_without_errors
     null; the load check's result, or a later sighting of the same bytes, is a new line with the
-    same n. A reader folds lines by n, the last line winning (`showcase.run.watcher.read_versions`).
+    same n. A reader folds lines by n (`showcase.run.watcher.read_versions`). Unknown fields are
+    ignored, so an older reader still reads the lines of a newer watcher.
     """
 
     n: int = Field(ge=1, description="version number, 1 for the first version seen")

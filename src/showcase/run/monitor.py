@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import psutil
 
@@ -32,7 +32,6 @@ class _Track:
     last_t: float
     peak_percent: float = 0.0
     excluded: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 def _cgroup_of(pid: int) -> str:

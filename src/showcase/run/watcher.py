@@ -28,6 +28,7 @@ from pathlib import Path
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
+from showcase.errors import UserError
 from showcase.run.artefacts import VersionRecord
 from showcase.run.io import append_jsonl, read_jsonl, terminate_torn_line, write_bytes_atomic
 
@@ -220,8 +221,6 @@ class Watcher:
 
     def start(self) -> "Watcher":
         if not self.work_dir.is_dir():
-            from showcase.errors import UserError
-
             raise UserError(f"watcher: work folder {self.work_dir} does not exist")
         self.versions_dir.mkdir(parents=True, exist_ok=True)
         self._inotify = INotify()
