@@ -248,9 +248,9 @@ class Watcher:
         data = self._read()
         if data is None:
             return None
-        item = self._enqueue(data)
         if self._storer is None or not self._storer.is_alive():
-            return self._keep(item)
+            return self._keep(self._as_read(data))  # not started or stopped: keep it here
+        item = self._enqueue(data)
         if not item.done.wait(60):
             raise TimeoutError("the version store did not keep the snapshot within 60 s")
         if item.error is not None:
@@ -349,9 +349,12 @@ class Watcher:
         if data is not None:
             self._enqueue(data)
 
-    def _enqueue(self, data: bytes) -> "_Read":
+    def _as_read(self, data: bytes) -> "_Read":
         # Time and request id as of the read, not as of the (possibly later) store.
-        item = _Read(data=data, t_s=round(self._clock(), 3), last_request_id=self._last_request_id())
+        return _Read(data=data, t_s=round(self._clock(), 3), last_request_id=self._last_request_id())
+
+    def _enqueue(self, data: bytes) -> "_Read":
+        item = self._as_read(data)
         self._stores.put(item)
         return item
 
@@ -360,8 +363,6 @@ class Watcher:
             item = self._stores.get()
             if item is None:
                 return
-            if item.done.is_set():
-                continue  # kept directly by snapshot_now when this thread was not running
             try:
                 self._keep(item)
             except Exception as exc:  # a full disk: say so, keep going with later versions
