@@ -39,6 +39,11 @@ SCHEMAS: dict[str, str] = {
     "check": "showcase.check.models.CheckReport",
     "clip": "showcase.clip.ClipResult",
     "replay-script": "showcase.replay.ReplayScript",
+    "contract": "showcase.run.artefacts.Contract",
+    "run-info": "showcase.run.artefacts.RunInfo",
+    "versions": "showcase.run.artefacts.VersionRecord",
+    "final-choice": "showcase.run.artefacts.FinalChoice",
+    "sampling": "showcase.run.artefacts.SamplingFile",
 }
 
 

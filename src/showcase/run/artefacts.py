@@ -1,0 +1,350 @@
+"""The files one run leaves (spec/run-artefacts.md), one pydantic model each.
+
+Every field has a description: `showcase schema NAME` publishes the JSON schema built from
+these models, and users compare runs by reading these files.
+"""
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from showcase.run.io import write_text_atomic
+
+SCHEMA_VERSION = 1
+
+# ---------------------------------------------------------------------------------------------
+# Secrets: never written to any run file.
+
+REDACTED = "REDACTED"
+
+# Query parameters that carry credentials in upstream URLs (compared lower-case, '-' as '_').
+_SECRET_QUERY_KEYS = {
+    "key", "api_key", "apikey", "token", "access_token", "auth", "authorization",
+    "secret", "client_secret", "password", "pass", "sig", "signature", "code",
+}
+# Option names whose value is a secret: --key, --api-key, --token, --password, --openai-api-key ...
+_SECRET_OPTION = re.compile(
+    r"^--?(?:[\w-]*[-_])?(?:key|api[-_]?key|token|secret|password|passwd|auth|authorization|bearer)$",
+    re.IGNORECASE,
+)
+# Environment assignments typed before the command: OPENAI_API_KEY=..., HF_TOKEN=...
+_SECRET_ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH))=(.+)$", re.IGNORECASE)
+_BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+# Well-known key shapes, wherever they appear (OpenAI/Anthropic 'sk-...', HF 'hf_...', GitHub 'ghp_...').
+# Credential headers passed as text, e.g. curl -H 'x-api-key: abc' or 'Authorization: Basic abc'.
+_SECRET_HEADER = re.compile(r"\b((?:x-)?api-key|authorization|proxy-authorization)(\s*:\s*)(.+)$", re.IGNORECASE)
+_KEY_SHAPES = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,})")
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"]+")
+
+
+def redact_url(url: str) -> str:
+    """The URL with userinfo removed and credential-like query values replaced by REDACTED."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = netloc.rsplit("@", 1)[1]
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode(
+            [(k, REDACTED if k.lower().replace("-", "_") in _SECRET_QUERY_KEYS else v) for k, v in pairs],
+            safe=REDACTED,
+        )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_text(text: str) -> str:
+    """Redact URLs, Bearer tokens and well-known key shapes inside one free-text string."""
+    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    text = _SECRET_HEADER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    return _KEY_SHAPES.sub(REDACTED, text)
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """A copy of argv with every secret replaced by REDACTED (the values, never the option names)."""
+    out: list[str] = []
+    hide_next = False
+    leading_env = True  # `KEY=value cmd ...`: only assignments before the command are env
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if leading_env and (m := _SECRET_ENV.match(arg)):
+            out.append(f"{m.group(1)}={REDACTED}")
+            continue
+        if leading_env and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", arg):
+            out.append(redact_text(arg))
+            continue
+        leading_env = False
+        name, eq, value = arg.partition("=")
+        if _SECRET_OPTION.match(name):
+            if eq:
+                out.append(f"{name}={REDACTED}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(redact_text(arg))
+    return out
+
+
+class CommandLine(BaseModel):
+    """command.txt: the exact command line as typed, secrets redacted."""
+
+    argv: list[str] = Field(description="the program and its arguments, in order, secrets already redacted")
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> "CommandLine":
+        """Build from a raw argv (e.g. sys.argv); secrets are redacted here, before anything is kept."""
+        return cls(argv=redact_argv(list(argv)))
+
+    def text(self) -> str:
+        """One shell line that re-types the command (quoted so it pastes back into a shell)."""
+        return shlex.join(self.argv)
+
+    def write(self, path: Path | str) -> None:
+        write_text_atomic(path, self.text() + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# contract.json
+
+
+class _Strict(BaseModel):
+    # A typo in a field name is a bug on our side; fail loudly instead of writing a partial file.
+    model_config = ConfigDict(extra="forbid")
+
+
+class ContractLimits(_Strict):
+    hard_stop_s: float = Field(description="seconds after the start when the agent and its container are killed")
+    finish_now_after_s: float | None = Field(
+        description="seconds after the start from which every request gets the finish-now message; null: never"
+    )
+    answer_limit: int = Field(description="answer token limit forced into every model request")
+    context_size: int | None = Field(description="model context size in tokens the run assumes; null: not stated")
+
+
+class HarnessInfo(_Strict):
+    id: str = Field(description="harness id (folder name under harness/)")
+    version: str = Field(description="harness version as pinned in its harness.toml")
+
+
+class SandboxLimits(_Strict):
+    memory_bytes: int | None = Field(description="container memory limit in bytes; null: none")
+    cpus: float | None = Field(description="container CPU limit (number of CPUs); null: none")
+    pids: int | None = Field(description="container process-count limit; null: none")
+    network: str = Field("none", description="Docker network mode of the container ('none': sealed)")
+    read_only_root: bool = Field(True, description="whether the container's root file system is read-only")
+    user: str | None = Field(None, description="user the agent runs as inside the container")
+
+
+class ImageInfo(_Strict):
+    id: str = Field(description="Docker image id (sha256:...) the sandbox ran")
+    digest: str | None = Field(None, description="registry digest of the image if it has one; null for local builds")
+    tag: str | None = Field(None, description="the image tag used, e.g. showcase-sandbox-builtin:<hash>")
+
+
+class ToolVersions(_Strict):
+    showcase: str = Field(description="showcase version")
+    chromium: str | None = Field(description="Chromium version used by the check and the clip")
+    ffmpeg: str | None = Field(description="ffmpeg version used by the clip")
+
+
+class Contract(_Strict):
+    """contract.json: everything that fixes a run's result; two runs compare only if these match."""
+
+    schema_version: int = Field(SCHEMA_VERSION, description="version of this file's layout")
+    task_id: str = Field(description="task id, e.g. 'voxel'")
+    prompt_sha256: str = Field(description="sha256 (hex) of the exact prompt bytes sent to the agent")
+    limits: ContractLimits = Field(description="time and token limits of the run")
+    harness: HarnessInfo = Field(description="the agent harness that ran the model")
+    model: str = Field(description="model name as sent in every request")
+    upstream_url: str = Field(description="the model server's base URL, credentials removed")
+    sampling: dict[str, Any] = Field(description="fields forced into every model request (see sampling.json)")
+    sandbox_limits: SandboxLimits = Field(description="limits of the container the agent ran in")
+    image: ImageInfo = Field(description="the sandbox image")
+    versions: ToolVersions = Field(description="versions of showcase, Chromium and ffmpeg")
+    checker_rubric_version: str = Field(description="version of the ten-point check's rubric")
+    timezone: str = Field(description="timezone of the sandbox and the check, e.g. 'UTC'")
+    seeds: dict[str, int] = Field(default_factory=dict, description="named random seeds the run fixed (e.g. 'check')")
+
+    @field_validator("upstream_url")
+    @classmethod
+    def _no_credentials(cls, url: str) -> str:
+        return redact_url(url)
+
+    @field_validator("prompt_sha256")
+    @classmethod
+    def _hex64(cls, value: str) -> str:
+        if not re.fullmatch(r"[0-9a-f]{64}", value):
+            raise ValueError("must be 64 lower-case hex digits")
+        return value
+
+
+# ---------------------------------------------------------------------------------------------
+# sampling.json
+
+
+class SamplingFile(_Strict):
+    """sampling.json: the fields forced into every model request, and where they came from."""
+
+    schema_version: int = Field(SCHEMA_VERSION, description="version of this file's layout")
+    fields: dict[str, Any] = Field(
+        description="request fields the gate forces into every request, e.g. temperature, top_p, max_tokens"
+    )
+    source: str = Field(description="where they came from: 'file', 'task defaults' or 'command line'")
+    source_path: str | None = Field(None, description="the file they were read from, as given; null if none")
+    source_sha256: str | None = Field(None, description="sha256 of that file's bytes; null if none")
+
+
+# ---------------------------------------------------------------------------------------------
+# versions.jsonl
+
+
+class VersionRecord(BaseModel):
+    """One line of versions.jsonl: one distinct version of the page, or a later update of it.
+
+    The file is append-only: the line written when a version is seen has loaded_without_errors
+    null; the load check's result, or a later sighting of the same bytes, is a new line with the
+    same n. A reader folds lines by n (`showcase.run.watcher.read_versions`). Unknown fields are
+    ignored, so an older reader still reads the lines of a newer watcher.
+    """
+
+    n: int = Field(ge=1, description="version number, 1 for the first version seen")
+    event: Literal["seen", "load_checked", "seen_again", "recovered"] = Field(
+        description="what this line records: first sighting, load check result, the same bytes written "
+        "again later, or rebuilt after a crash from a stored file the log lacked"
+    )
+    t_s: float | None = Field(
+        description="seconds since the run's start when this version was first seen; "
+        "null only for a recovered version when the start time was unknown"
+    )
+    last_seen_t_s: float | None = Field(
+        None, description="seconds since the start when these exact bytes were last written (rewrites of an older version)"
+    )
+    sha256: str = Field(description="sha256 (hex) of the version's bytes")
+    size: int = Field(ge=0, description="size in bytes")
+    last_request_id: str | None = Field(
+        description="id of the last gate request before this version was seen; null if none yet"
+    )
+    file: str = Field(description="file name under versions/, e.g. '0003-1a2b3c4d.html'")
+    loaded_without_errors: bool | None = Field(
+        None, description="did it load in the browser's quick check without errors; null until checked"
+    )
+    load_errors: list[str] = Field(
+        default_factory=list, description="first lines of the load errors (empty if none or not checked)"
+    )
+    check_failure: str | None = Field(
+        None, description="why the load check itself could not run (our fault, not the page's); null if it ran"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# final-choice.json
+
+
+class FinalCandidate(_Strict):
+    n: int = Field(description="version number")
+    sha256: str = Field(description="sha256 of the version")
+    loaded_without_errors: bool | None = Field(description="load check result; null if never checked")
+    is_final_file: bool = Field(description="whether these are the bytes of game.html at the hard stop / end")
+
+
+FinalRule = Literal[
+    "final_file_loads",
+    "last_version_that_loads",
+    "final_file_none_loads",
+    "last_version_no_final_file",
+    "no_page",
+]
+
+
+class FinalChoice(_Strict):
+    """final-choice.json: which version of the page counts, and the rule that chose it."""
+
+    schema_version: int = Field(SCHEMA_VERSION, description="version of this file's layout")
+    n: int | None = Field(description="the chosen version's number; null when there is no page")
+    sha256: str | None = Field(description="sha256 of the chosen bytes; null when there is no page")
+    file: str | None = Field(description="file name under versions/ of the chosen version; null when none")
+    is_final_file: bool = Field(description="whether the chosen version is the file as left at the end")
+    rule: FinalRule = Field(description="which branch of the rule applied (machine-readable)")
+    rule_text: str = Field(description="the rule that chose it, in words")
+    versions_seen: int = Field(description="number of distinct versions seen")
+    candidates: list[FinalCandidate] = Field(description="every version considered, in order of n")
+
+
+# ---------------------------------------------------------------------------------------------
+# run-info.json
+
+
+AgentEnd = Literal["done", "exit", "killed_at_hard_stop", "crashed", "oom"]
+
+
+class ContainerLimits(_Strict):
+    memory_bytes: int | None = Field(description="memory limit in force, in bytes; null: none")
+    cpus: float | None = Field(description="CPU limit in force (number of CPUs); null: none")
+    pids: int | None = Field(description="process-count limit in force; null: none")
+    peak_memory_bytes: int | None = Field(None, description="highest memory use seen; null if not measured")
+
+
+class ForeignProcess(_Strict):
+    """A process on the host, not part of this run, that used CPU while the run went."""
+
+    pid: int = Field(description="process id")
+    name: str = Field(description="process name")
+    cmdline: str = Field(description="command line, first 120 characters")
+    peak_cpu_percent: float = Field(description="highest CPU use between two samples, percent of one CPU")
+    cpu_seconds: float = Field(description="CPU seconds it used while the run was being watched")
+
+
+class LoadSample(_Strict):
+    t_s: float = Field(description="seconds since the monitor started")
+    load1: float = Field(description="host 1-minute load average")
+    load5: float = Field(description="host 5-minute load average")
+    load15: float = Field(description="host 15-minute load average")
+
+
+class RunInfo(_Strict):
+    """run-info.json: what happened during the run."""
+
+    schema_version: int = Field(SCHEMA_VERSION, description="version of this file's layout")
+    started_at: str = Field(description="start time, ISO 8601 with timezone")
+    ended_at: str = Field(description="end time, ISO 8601 with timezone")
+    minutes_run: float = Field(description="minutes from the start until the agent ended or was stopped")
+    agent_end: AgentEnd = Field(
+        description="how the agent ended: 'done' (said it was done), 'exit' (its process exited), "
+        "'killed_at_hard_stop', 'crashed', 'oom' (killed for lack of memory)"
+    )
+    agent_exit_code: int | None = Field(None, description="exit code of the agent's process; null if killed or unknown")
+    finish_now_after_s: float | None = Field(description="seconds from which the finish-now message was due; null: never")
+    finish_now_sent: int = Field(ge=0, description="how many requests got the finish-now message")
+    finish_now_first_s: float | None = Field(description="seconds since start of the first one; null if never sent")
+    requests: int = Field(ge=0, description="model requests through the gate")
+    errors: int = Field(ge=0, description="requests that ended in an error")
+    blocked: int = Field(ge=0, description="requests the gate refused (e.g. after the hard stop)")
+    shortened: int = Field(ge=0, description="requests the gate shortened (answer limit lowered to fit)")
+    prompt_tokens: int = Field(ge=0, description="prompt tokens over all requests")
+    answer_tokens: int = Field(ge=0, description="answer (completion) tokens over all requests")
+    versions_seen: int = Field(ge=0, description="distinct versions of the page seen")
+    versions_loaded_without_errors: int = Field(ge=0, description="how many of them loaded without errors")
+    container_limits: ContainerLimits = Field(description="the container's limits")
+    foreign_processes: list[ForeignProcess] = Field(
+        default_factory=list, description="processes outside the run that used CPU on the host meanwhile, busiest first"
+    )
+    host_load: list[LoadSample] = Field(default_factory=list, description="host load averages sampled during the run")
+    world_title: str | None = Field(description="the chosen page's title (<title>, else first <h1>); null if none")
+    summary_run: str = Field(
+        "", description="plain-English sentences on the agent's run: time, finish-now, requests (showcase.run.summary)"
+    )
+    summary_versions: str = Field(
+        "", description="plain-English sentence on the versions seen and which one counts (showcase.run.summary)"
+    )

@@ -1,0 +1,437 @@
+"""Keep every distinct version of the agent's page (/work/game.html) as the run goes.
+
+The watcher runs on the host over the run's work folder (bind-mounted into the container, so
+the container's writes raise the same kernel file events). It reacts to inotify events, not to
+polling: each close-after-write or rename onto the file is read at once, so writes 50 ms apart
+are each kept. Each new version is stored as versions/NNNN-<sha8>.html *before* its line is
+appended to versions.jsonl, so a `kill -9` at any moment loses no page: `recover_versions`
+rebuilds the lines a killed watcher did not write.
+
+Why inotify_simple and not watchfiles (see docs/run-parts.md): watchfiles groups changes over a
+debounce window (1600 ms by default) into a set, so two writes of the same file in one window
+are one change and the first version is never read; it also cannot tell a finished write
+(IN_CLOSE_WRITE) from a half-done one (IN_MODIFY).
+"""
+
+import hashlib
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inotify_simple import INotify
+from inotify_simple import flags as F
+
+from showcase.errors import UserError
+from showcase.run.artefacts import VersionRecord
+from showcase.run.io import append_jsonl, read_jsonl, terminate_torn_line, write_bytes_atomic
+
+log = logging.getLogger(__name__)
+
+VERSIONS_DIR = "versions"
+VERSIONS_LOG = "versions.jsonl"
+_VERSION_FILE = re.compile(r"^(\d{4,})-([0-9a-f]{8})\.html$")
+MAX_ERROR_LINES = 20
+MAX_ERROR_CHARS = 300
+
+LoadCheck = Callable[[bytes], tuple[bool, list[str]]]
+
+
+def version_file_name(n: int, sha256: str) -> str:
+    return f"{n:04d}-{sha256[:8]}.html"
+
+
+def _fold(rows: list[dict]) -> dict[int, VersionRecord]:
+    """Fold versions.jsonl lines by n: the first sighting is the base, later lines add their part.
+
+    Every line is a whole record, so an update whose sighting line was lost still stands alone.
+    """
+    folded: dict[int, VersionRecord] = {}
+    updates: list[VersionRecord] = []
+    for row in rows:
+        try:
+            line = VersionRecord.model_validate(row)
+        except ValueError:
+            continue  # a line from another layout: not ours to guess
+        if line.event in ("seen", "recovered"):
+            folded.setdefault(line.n, line)
+        else:
+            updates.append(line)
+    for update in updates:
+        base = folded.get(update.n)
+        folded[update.n] = update if base is None else _merge(base, update)
+    return folded
+
+
+def _merge(base: VersionRecord, update: VersionRecord) -> VersionRecord:
+    if update.event == "load_checked":
+        return base.model_copy(
+            update={
+                "loaded_without_errors": update.loaded_without_errors,
+                "load_errors": update.load_errors,
+                "check_failure": update.check_failure,
+            }
+        )
+    if update.event == "seen_again":
+        return base.model_copy(update={"last_seen_t_s": update.last_seen_t_s})
+    return base
+
+
+def read_versions(run_dir: Path | str) -> list[VersionRecord]:
+    """Every version recorded in run_dir/versions.jsonl, folded by n, in order of n."""
+    folded = _fold(read_jsonl(Path(run_dir) / VERSIONS_LOG))
+    return [folded[n] for n in sorted(folded)]
+
+
+def recover_versions(run_dir: Path | str, start_epoch: float | None = None) -> list[VersionRecord]:
+    """Append a 'recovered' line for every stored version file that versions.jsonl lacks.
+
+    A killed watcher may have stored a version (file first) without writing its line. The time
+    since start is taken from the file's modification time and `start_epoch` (the run's start,
+    Unix seconds); without it, from an already recorded version (its file's mtime minus its t_s);
+    failing both it is null. Returns the lines added. Leftover temp files are removed.
+    """
+    run_dir = Path(run_dir)
+    versions_dir = run_dir / VERSIONS_DIR
+    log_path = run_dir / VERSIONS_LOG
+    terminate_torn_line(log_path)
+    known = {record.n: record for record in read_versions(run_dir)}
+    if not versions_dir.is_dir():
+        return []
+    for leftover in versions_dir.glob(".*.tmp"):
+        leftover.unlink(missing_ok=True)
+    if start_epoch is None:
+        for record in known.values():
+            path = versions_dir / record.file
+            if record.t_s is not None and path.exists():
+                start_epoch = path.stat().st_mtime - record.t_s
+                break
+    added = []
+    for path in sorted(versions_dir.iterdir()):
+        match = _VERSION_FILE.match(path.name)
+        if not match or int(match.group(1)) in known:
+            continue
+        data = path.read_bytes()
+        sha = hashlib.sha256(data).hexdigest()
+        if sha[:8] != match.group(2):
+            log.warning("versions/%s does not hold the bytes its name says; not recovered", path.name)
+            continue
+        t_s = None if start_epoch is None else round(max(0.0, path.stat().st_mtime - start_epoch), 3)
+        record = VersionRecord(
+            n=int(match.group(1)), event="recovered", t_s=t_s, sha256=sha, size=len(data),
+            last_request_id=None, file=path.name,
+        )
+        append_jsonl(log_path, record)
+        added.append(record)
+    return added
+
+
+def _raise_thread_priority(nice: int = -10) -> None:
+    """Let this thread run before ordinary work: an in-place write overwrites the previous
+    version, so a watcher that waits for the CPU behind a busy agent or browser loses versions.
+    Needs CAP_SYS_NICE (root has it); without it the thread keeps the normal priority."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (PermissionError, OSError) as exc:
+        log.debug("watcher: could not raise thread priority: %s", exc)
+
+
+@dataclass(eq=False)
+class _Read:
+    """Bytes read from the page file, waiting to be kept."""
+
+    data: bytes
+    t_s: float
+    last_request_id: str | None
+    done: threading.Event = field(default_factory=threading.Event)
+    record: VersionRecord | None = None
+    error: Exception | None = None
+
+
+class Watcher:
+    """Watch `work_dir/file_name` and keep each distinct version under `run_dir`.
+
+    clock: seconds since the run's start (default: since this object was made).
+    last_request_id: the id of the gate's latest request, recorded with each version.
+    load_check: html bytes -> (loaded_without_errors, error lines); run in a background thread.
+    quiet_read_s: a write with no close (a writer that keeps the file open) is read after this
+    long without further writes.
+    """
+
+    def __init__(
+        self,
+        work_dir: Path | str,
+        run_dir: Path | str,
+        file_name: str = "game.html",
+        clock: Callable[[], float] | None = None,
+        last_request_id: Callable[[], str | None] | None = None,
+        load_check: LoadCheck | None = None,
+        quiet_read_s: float = 5.0,
+    ) -> None:
+        self.work_dir = Path(work_dir)
+        self.run_dir = Path(run_dir)
+        self.file_name = file_name
+        self.path = self.work_dir / file_name
+        self.versions_dir = self.run_dir / VERSIONS_DIR
+        self.log_path = self.run_dir / VERSIONS_LOG
+        started = time.monotonic()
+        self._clock = clock or (lambda: time.monotonic() - started)
+        self._last_request_id = last_request_id or (lambda: None)
+        self._load_check = load_check
+        self._quiet_read_s = quiet_read_s
+
+        self._lock = threading.RLock()  # guards the records, the log and the numbering
+        self._records: dict[int, VersionRecord] = {}
+        self._by_sha: dict[str, int] = {}
+        self._current_sha: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._inotify: INotify | None = None
+        self._pending_events: deque = deque()
+        self._checks: queue.Queue[int | None] = queue.Queue()
+        # Reading must be quick (the next write may come 50 ms later); storing fsyncs and may
+        # take longer on a busy disk, so it happens in its own thread, in the order read.
+        self._stores: queue.Queue[_Read | None] = queue.Queue()
+        self._storer: threading.Thread | None = None
+        self._checker: threading.Thread | None = None
+        self.skipped_torn_reads = 0  # reads thrown away because a new write began meanwhile
+
+        # A watcher restarted over the same run folder goes on numbering where the last stopped.
+        recover_versions(self.run_dir)
+        for record in read_versions(self.run_dir):
+            self._records[record.n] = record
+            self._by_sha.setdefault(record.sha256, record.n)
+        if self._records:
+            latest = max(self._records.values(), key=lambda r: (r.last_seen_t_s or r.t_s or 0.0, r.n))
+            self._current_sha = latest.sha256  # the file as the last watcher left it is no rewrite
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def versions(self) -> list[VersionRecord]:
+        """Every version so far, in order of n, with load-check results as far as known."""
+        with self._lock:
+            return [self._records[n] for n in sorted(self._records)]
+
+    def start(self) -> "Watcher":
+        if not self.work_dir.is_dir():
+            raise UserError(f"watcher: work folder {self.work_dir} does not exist")
+        self.versions_dir.mkdir(parents=True, exist_ok=True)
+        self._inotify = INotify()
+        mask = F.CLOSE_WRITE | F.MOVED_TO | F.MODIFY | F.CREATE | F.DELETE_SELF | F.MOVE_SELF
+        self._inotify.add_watch(self.work_dir, mask)
+        self._storer = threading.Thread(target=self._store_loop, name="showcase-version-store", daemon=True)
+        self._storer.start()
+        # Events start now; a file already there (a restart) is taken as it is.
+        self.snapshot_now()
+        if self._load_check is not None:
+            with self._lock:
+                for record in self._records.values():
+                    if record.loaded_without_errors is None and record.check_failure is None:
+                        self._checks.put(record.n)
+            self._checker = threading.Thread(target=self._check_loop, name="showcase-load-check", daemon=True)
+            self._checker.start()
+        self._thread = threading.Thread(target=self._watch_loop, name="showcase-watcher", daemon=True)
+        self._thread.start()
+        return self
+
+    def snapshot_now(self) -> VersionRecord | None:
+        """Read the file now and keep it if new (the final snapshot at the hard stop catches a
+        last write the events missed). Returns the record of the file's current bytes, or None
+        if the file does not exist."""
+        data = self._read()
+        if data is None:
+            return None
+        if self._storer is None or not self._storer.is_alive():
+            return self._keep(self._as_read(data))  # not started or stopped: keep it here
+        item = self._enqueue(data)
+        if not item.done.wait(60):
+            raise TimeoutError("the version store did not keep the snapshot within 60 s")
+        if item.error is not None:
+            raise item.error
+        return item.record
+
+    def wait_checked(self, timeout_s: float) -> bool:
+        """Wait until every version so far has its load-check result; False if time ran out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._checks.unfinished_tasks == 0:
+                return True
+            time.sleep(0.02)
+        return self._checks.unfinished_tasks == 0
+
+    def stop(self, timeout_s: float = 30.0, final_snapshot: bool = True) -> list[VersionRecord]:
+        """Stop watching, take a final snapshot, wait (bounded) for pending load checks.
+
+        Versions still unchecked when `timeout_s` runs out keep loaded_without_errors null.
+        """
+        deadline = time.monotonic() + timeout_s
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(max(0.0, min(5.0, deadline - time.monotonic())))
+        if final_snapshot:
+            self.snapshot_now()
+        if self._storer is not None:
+            self._stores.put(None)
+            self._storer.join(max(0.0, deadline - time.monotonic()))
+        if self._checker is not None:
+            self.wait_checked(max(0.0, deadline - time.monotonic()))
+            self._checks.put(None)
+            self._checker.join(max(0.0, min(1.0, deadline - time.monotonic())))
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+        return self.versions
+
+    # ------------------------------------------------------------------ internals
+
+    def _read(self) -> bytes | None:
+        try:
+            with open(self.path, "rb") as handle:
+                return handle.read()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def _next_events(self, timeout_ms: int) -> list:
+        if self._pending_events:
+            events = list(self._pending_events)
+            self._pending_events.clear()
+            return events
+        assert self._inotify is not None
+        return self._inotify.read(timeout=timeout_ms)
+
+    def _watch_loop(self) -> None:
+        _raise_thread_priority()
+        modified_at: float | None = None  # a write seen with no close yet
+        while not self._stop.is_set():
+            try:
+                events = self._next_events(100)
+            except OSError as exc:  # the inotify fd closed under us at stop
+                if not self._stop.is_set():
+                    log.error("watcher: inotify read failed: %s", exc)
+                return
+            read_now = False
+            for event in events:
+                if event.mask & F.Q_OVERFLOW:
+                    read_now = True  # the kernel dropped events: look at the file itself
+                    continue
+                if event.name != self.file_name:
+                    continue
+                if event.mask & (F.CLOSE_WRITE | F.MOVED_TO):
+                    read_now, modified_at = True, None
+                elif event.mask & (F.MODIFY | F.CREATE):
+                    read_now, modified_at = False, time.monotonic()
+            if read_now:
+                self._read_clean()
+            elif modified_at is not None and time.monotonic() - modified_at >= self._quiet_read_s:
+                modified_at = None
+                self._read_clean()
+
+    def _read_clean(self) -> None:
+        """Read the file and keep it, unless a new write began while we read (a torn read).
+
+        Events that arrived meanwhile are checked, then handed back to the loop. A write that
+        started during the read ends in its own close event, which reads the next version.
+        """
+        data = self._read()
+        assert self._inotify is not None
+        later = self._inotify.read(timeout=0)
+        self._pending_events.extend(later)
+        if any(e.name == self.file_name and e.mask & F.MODIFY for e in later):
+            self.skipped_torn_reads += 1
+            return
+        if data is not None:
+            self._enqueue(data)
+
+    def _as_read(self, data: bytes) -> "_Read":
+        # Time and request id as of the read, not as of the (possibly later) store.
+        return _Read(data=data, t_s=round(self._clock(), 3), last_request_id=self._last_request_id())
+
+    def _enqueue(self, data: bytes) -> "_Read":
+        item = self._as_read(data)
+        self._stores.put(item)
+        return item
+
+    def _store_loop(self) -> None:
+        while True:
+            item = self._stores.get()
+            if item is None:
+                return
+            try:
+                self._keep(item)
+            except Exception as exc:  # a full disk: say so, keep going with later versions
+                log.error("watcher: could not keep a version: %s", exc)
+                item.error = exc
+                item.done.set()
+
+    def _keep(self, item: "_Read") -> VersionRecord:
+        """Store new bytes as the next version (file first, then its line); note rewrites."""
+        record = self._keep_locked(item.data, item.t_s, item.last_request_id)
+        item.record = record
+        item.done.set()
+        return record
+
+    def _keep_locked(self, data: bytes, now: float, last_request_id: str | None) -> VersionRecord:
+        sha = hashlib.sha256(data).hexdigest()
+        with self._lock:
+            known = self._by_sha.get(sha)
+            if known is not None:
+                record = self._records[known]
+                if sha != self._current_sha:
+                    # An older version written again: its last sighting matters to the final choice.
+                    record = record.model_copy(update={"last_seen_t_s": now})
+                    self._records[known] = record
+                    append_jsonl(self.log_path, record.model_copy(update={"event": "seen_again"}))
+                self._current_sha = sha
+                return record
+            n = max(self._records, default=0) + 1
+            name = version_file_name(n, sha)
+            write_bytes_atomic(self.versions_dir / name, data)
+            record = VersionRecord(
+                n=n, event="seen", t_s=now, last_seen_t_s=now, sha256=sha, size=len(data),
+                last_request_id=last_request_id, file=name,
+            )
+            append_jsonl(self.log_path, record)
+            self._records[n] = record
+            self._by_sha[sha] = n
+            self._current_sha = sha
+        if self._load_check is not None:
+            self._checks.put(n)
+        return record
+
+    def _check_loop(self) -> None:
+        while True:
+            n = self._checks.get()
+            try:
+                if n is None:
+                    return
+                self._check_one(n)
+            finally:
+                self._checks.task_done()
+
+    def _check_one(self, n: int) -> None:
+        assert self._load_check is not None
+        with self._lock:
+            record = self._records[n]
+        data = (self.versions_dir / record.file).read_bytes()
+        loaded: bool | None
+        try:
+            loaded, errors = self._load_check(data)
+            loaded = bool(loaded)
+            errors = [str(e).splitlines()[0][:MAX_ERROR_CHARS] if str(e) else "" for e in errors][:MAX_ERROR_LINES]
+            failure = None
+        except Exception as exc:  # the checker broke: our fault, never the page's
+            log.warning("load check of version %d failed: %s", n, exc)
+            loaded, errors, failure = None, [], f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+        with self._lock:
+            record = self._records[n].model_copy(
+                update={"loaded_without_errors": loaded, "load_errors": errors, "check_failure": failure}
+            )
+            self._records[n] = record
+            append_jsonl(self.log_path, record.model_copy(update={"event": "load_checked"}))
