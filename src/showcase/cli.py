@@ -23,6 +23,7 @@ err = Console(stderr=True)
 # Modules with a `register(app)` that adds their commands; one line per part of the engine.
 COMMAND_MODULES = [
     "showcase.doctor",
+    "showcase.report.cli",
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
