@@ -201,6 +201,10 @@ async def test_comparison_sorts_links_and_plays(tmp_path, clip):
             t, _ = await video_advances(page, f".gallery .card:nth-child({[1, 3, 4][i - 1]}) video")
             assert t > 0.3
 
+        # delta ran under other limits? no: same contract terms; only the models differ on purpose
+        assert await page.locator("#contract-warning").count() == 0
+        assert "model" in await page.inner_text("#contract-diff")
+
         links = await page.eval_on_selector_all("#runs a.runlink", "as => as.map(a => a.href)")
         assert sorted(local_path(h) for h in links) == sorted(r / "report.html" for r in runs)
         await assert_clean(v)
@@ -259,3 +263,15 @@ def test_cli_writes_reports_and_fails_in_one_line(tmp_path):
     # one message, exit 2, no traceback (rich may wrap a long path onto a second line)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.startswith("error: ") and "no such run folder" in " ".join(bad.stderr.split())
+
+
+def test_comparison_warns_when_contracts_differ(tmp_path):
+    a = make_run(tmp_path, "a", clip_source=None)
+    b = make_run(tmp_path, "b", clip_source=None)
+    contract = json.loads((b / "contract.json").read_text())
+    contract["limits"]["hard_stop_s"] = 3600
+    (b / "contract.json").write_text(json.dumps(contract))
+    html = write_comparison([a, b], tmp_path / "cmp.html").read_text()
+    assert 'id="contract-warning"' in html and "limits.hard_stop_s" in html
+    html = write_comparison([a, a], tmp_path / "same.html").read_text()
+    assert 'id="contract-warning"' not in html and 'id="contract-same"' in html

@@ -7,6 +7,7 @@ relative paths. A Content-Security-Policy keeps the page from ever reaching the 
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -23,7 +24,9 @@ from showcase.report.load import RunView, flatten, fmt_value, load_run, looks_li
 REPORT_NAME = "report.html"
 
 
+@functools.lru_cache(maxsize=1)
 def _env() -> Environment:
+    """One environment per process: templates compile once."""
     env = Environment(
         loader=PackageLoader("showcase.report", "templates"),
         # Titles, page text and error lines come from the agent's page: never trust them.
@@ -269,6 +272,24 @@ def write_run_report(run_dir: Path, out: Path | None = None) -> Path:
     return out
 
 
+# Contract fields that differ between runs on purpose (what is being compared); any other field
+# that differs means the runs were not held to the same terms, and the page says so.
+COMPARED_ON_PURPOSE = ("model", "harness", "upstream_url", "image", "sampling", "schema_version")
+
+
+def contract_differences(runs: list[RunView]) -> tuple[list[dict], list[dict]]:
+    """(fields that differ on purpose, fields that should not differ), each row {key, values}."""
+    flat = [dict(flatten(r.contract)) if r.contract else {} for r in runs]
+    keys = sorted({k for f in flat for k in f})
+    on_purpose, suspect = [], []
+    for key in keys:
+        values = [f.get(key, "not recorded") for f in flat]
+        if len(set(values)) > 1:
+            row = {"key": key, "values": values}
+            (on_purpose if key.split(".")[0].split("[")[0] in COMPARED_ON_PURPOSE else suspect).append(row)
+    return on_purpose, suspect
+
+
 def write_comparison(run_dirs: list[Path], out: Path) -> Path:
     """Write one page comparing several runs, with each run's own report.html refreshed beside it."""
     if not run_dirs:
@@ -286,6 +307,9 @@ def write_comparison(run_dirs: list[Path], out: Path) -> Path:
         a = _assets(run, out.parent)
         a["report"] = _href(report, out.parent) if report.is_file() else None
         rows.append({"run": run, "a": a})
-    text = _env().get_template("compare.html.j2").render(rows=rows, generated=_now(), version=__version__)
+    on_purpose, suspect = contract_differences([r["run"] for r in rows])
+    text = _env().get_template("compare.html.j2").render(
+        rows=rows, on_purpose=on_purpose, suspect=suspect, generated=_now(), version=__version__
+    )
     _write_atomic(out, text)
     return out
