@@ -275,3 +275,29 @@ def test_comparison_warns_when_contracts_differ(tmp_path):
     assert 'id="contract-warning"' in html and "limits.hard_stop_s" in html
     html = write_comparison([a, a], tmp_path / "same.html").read_text()
     assert 'id="contract-warning"' not in html and 'id="contract-same"' in html
+
+
+def test_files_of_unexpected_shape_still_give_a_page(tmp_path):
+    """Fields of the wrong type, unknown shapes and non-objects show as "not recorded", never a crash."""
+    run = tmp_path / "odd"
+    (run / "versions").mkdir(parents=True)
+    (run / "contract.json").write_text("[1, 2, 3]")
+    (run / "run-info.json").write_text(json.dumps({"minutes_run": "long", "started_at": "2026-11-30T08:00:00",
+                                                   "ended_at": "2026-11-30T09:00:00+00:00", "agent_end": {"how": "crashed"},
+                                                   "finish_now_sent": "x", "world_title": {"nested": True}}))
+    (run / "check.json").write_text(json.dumps({"total": "9", "items": {"1": 1, "5": {"points": 0.5, "figures": "fps 12"}, "x": "junk"},
+                                                "summary": None}))
+    (run / "final-choice.json").write_text(json.dumps({"n": "2"}))
+    (run / "versions.jsonl").write_text('{"n": 1, "t_s": "soon"}\n{"sha256": "no n"}\n[1]\n{"n": 2, "size": "big", "load_errors": "one"}\n')
+    (run / "gate.log").write_text('{"t_s": "x"}\n{"time": "garbage", "prompt_tokens": "many"}\n{"t_s": 5, "prompt_tokens": 10}\n')
+    (run / "events.jsonl").write_text('{"event": "hard_stop", "t_s": 7200}\n{"event": 5}\n')
+    html = write_run_report(run).read_text()
+    view = load_run(run)
+    assert view.score == 9.0 and [i.id for i in view.items] == ["1", "5", "x"]
+    assert [v.n for v in view.versions] == [1, 2] and view.chosen.n == 2
+    assert view.hard_stop_s == 7200 and view.ended_how == "crashed"
+    assert "contract.json holds no JSON object" in html
+    assert "versions.jsonl: 1 line could not be read" in html  # the [1] line
+    assert "run-info.json records no end" not in html  # it has ended_at
+    assert "The agent&#39;s running time was not recorded" not in html  # minutes came from the last record
+    assert "hard_stop" in html and "contract.json not recorded" in html

@@ -288,7 +288,10 @@ class RunView:
         start = parse_time(pick(self.run_info, "started_at", "start"))
         end = parse_time(pick(self.run_info, "ended_at", "end"))
         if start and end:
-            return (end - start).total_seconds() / 60
+            try:
+                return (end - start).total_seconds() / 60
+            except TypeError:  # one time with a timezone, one without
+                pass
         if self.ended_s is not None:
             return self.ended_s / 60
         return None
