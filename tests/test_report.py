@@ -19,7 +19,7 @@ from showcase.errors import UserError
 from showcase.report import write_comparison, write_run_report
 from showcase.report.load import load_run
 
-STEP_S = 20.0  # bound on every single browser call
+STEP_S = 30.0  # bound on every single browser call (the machine is shared: generous)
 
 
 @pytest.fixture(scope="module")
@@ -92,17 +92,17 @@ async def video_advances(page, selector: str) -> tuple[float, int]:
     """The clip plays on its own (autoplay, muted) once scrolled into view (Chromium pauses muted
     autoplay off screen): currentTime moves past 0.3 s."""
     await asyncio.wait_for(page.locator(selector).scroll_into_view_if_needed(), STEP_S)
-    await asyncio.wait_for(
+    sel = json.dumps(selector)
+    # Read the figures in the same evaluation that sees them: the clip loops, so a later read may be ~0.
+    handle = await asyncio.wait_for(
         page.wait_for_function(
-            f"() => {{ const v = document.querySelector({json.dumps(selector)}); return v && v.currentTime > 0.3; }}",
+            f"() => {{ const v = document.querySelector({sel}); return v && v.currentTime > 0.3 && [v.currentTime, v.videoWidth]; }}",
             timeout=STEP_S * 1000,
         ),
         STEP_S + 5,
     )
-    return await asyncio.wait_for(
-        page.evaluate(f"() => {{ const v = document.querySelector({json.dumps(selector)}); return [v.currentTime, v.videoWidth]; }}"),
-        STEP_S,
-    )
+    t, width = await asyncio.wait_for(handle.json_value(), STEP_S)
+    return t, width
 
 
 # ---- one run -----------------------------------------------------------------------------------

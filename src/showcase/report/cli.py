@@ -10,7 +10,7 @@ from showcase.report.render import write_comparison, write_run_report
 
 
 def report(
-    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="One run folder (its report) or several (a comparison page).", show_default=False),
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="One run folder (its report) or several (a comparison page).", show_default=False),
     out: Path = typer.Option(
         None, "-o", "--out",
         help="Where to write. One run: default RUN_DIR/report.html. Several: default ./comparison.html "
