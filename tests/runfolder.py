@@ -177,4 +177,9 @@ def make_run(
     make_png(run / "screenshot.png", (1280, 720), len(name))
     if clip_source is not None:
         shutil.copyfile(clip_source, run / "clip.mp4")
+        (run / "clip.json").write_text(json.dumps({
+            "path": "clip.mp4", "seconds": 2.0, "fps": 30, "size": [320, 180], "frames": 60, "rendered_frames": 60,
+            "distinct_frames": 58, "mode": "virtual", "frame_times_ms": [i * 33.3 for i in range(60)],
+            "page_errors": [], "note": None, "wall_seconds": 9.5, "renderer": "ANGLE (llvmpipe)",
+        }))
     return run

@@ -131,6 +131,7 @@ async def test_run_report_in_chromium(tmp_path, clip):
         assert "Browser check 10.0 out of 10" in text
         assert await page.inner_text("#world-title") == HOSTILE  # shown as text, never run
         assert await page.locator("#items tbody tr").count() == 11
+        assert "2 s at 30 fps" in await page.inner_text("#clip-caption")
         assert "first sent at" in await page.inner_text("#timeline-facts")
         # the version that counts is highlighted, the one that failed says so
         assert await page.get_attribute("#v5", "class") == "version chosen"

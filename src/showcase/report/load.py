@@ -157,6 +157,7 @@ class RunView:
     gate_stats: dict | None = None
     final_choice: dict | None = None
     check: dict | None = None
+    clip_info: dict | None = None  # clip.json, when the clip step wrote one
     gate_lines: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     versions: list[Version] = field(default_factory=list)
@@ -385,6 +386,30 @@ class RunView:
             out.append(TokenPoint(t, cp, ca, status))
         self._token_points = out
         return out
+
+    @property
+    def clip_caption(self) -> str | None:
+        """One line on how the clip was made, from clip.json."""
+        ci = self.clip_info
+        if not ci:
+            return None
+        parts = []
+        secs, fps = as_float(pick(ci, "seconds")), as_float(pick(ci, "fps"))
+        if secs is not None:
+            parts.append(f"{secs:g} s" + (f" at {fps:g} fps" if fps else ""))
+        mode = pick(ci, "mode")
+        if mode == "virtual":
+            parts.append("virtual time (the page's clock advanced one frame step per frame)")
+        elif mode == "realtime":
+            parts.append("real time (what a viewer of this machine sees)")
+        frames, distinct = as_float(pick(ci, "frames")), as_float(pick(ci, "distinct_frames"))
+        if frames and distinct is not None:
+            parts.append(f"{int(distinct):,} of {int(frames):,} frames differ from the one before")
+        if pick(ci, "renderer"):
+            parts.append(f"renderer {pick(ci, 'renderer')}")
+        line = "; ".join(parts)
+        note = pick(ci, "note")
+        return (line + (". " if line else "") + str(note)) if note else (line or None)
 
     @property
     def finalized(self) -> bool:
@@ -657,6 +682,7 @@ def load_run(run_dir: Path) -> RunView:
     run.gate_stats = _read_json(run, "gate-stats.json")
     run.final_choice = _read_json(run, "final-choice.json")
     run.check = _read_json(run, "check.json")
+    run.clip_info = _read_json(run, "clip.json")
     run.gate_lines = _read_jsonl(run, "gate.log")
     run.events = sorted(_read_jsonl(run, "events.jsonl"), key=lambda e: as_float(e.get("t_s")) or 0.0)
     run.versions = _fold_versions(run, _read_jsonl(run, "versions.jsonl"))

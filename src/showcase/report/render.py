@@ -245,7 +245,7 @@ def _assets(run: RunView, page_dir: Path) -> dict:
             name: _href(run.dir / name, page_dir)
             for name in (
                 "command.txt", "contract.json", "sampling.json", "run-info.json", "gate-stats.json", "gate.log",
-                "versions.jsonl", "final-choice.json", "check.json", "events.jsonl", "screenshot.png", "clip.mp4",
+                "versions.jsonl", "final-choice.json", "check.json", "events.jsonl", "screenshot.png", "clip.mp4", "clip.json",
             )
             if (run.dir / name).is_file()
         },
