@@ -302,3 +302,11 @@ def test_files_of_unexpected_shape_still_give_a_page(tmp_path):
     assert "run-info.json records no end" not in html  # it has ended_at
     assert "The agent&#39;s running time was not recorded" not in html  # minutes came from the last record
     assert "hard_stop" in html and "contract.json not recorded" in html
+
+
+def test_runs_with_the_same_folder_name_are_told_apart(tmp_path):
+    a = make_run(tmp_path / "x", "run", clip_source=None, points={"10": 0})
+    b = make_run(tmp_path / "y", "run", clip_source=None)
+    html = write_comparison([a, b], tmp_path / "cmp.html").read_text()
+    assert 'data-run="x/run"' in html and 'data-run="y/run"' in html
+    assert 'title="lost: controls 0/1"' in html

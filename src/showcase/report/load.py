@@ -150,6 +150,7 @@ class RunView:
     """Everything the report shows about one run; every field may be absent."""
 
     dir: Path
+    label: str | None = None  # how a comparison names it (the folder name, made unique)
     command: str | None = None
     contract: dict | None = None
     sampling: dict | None = None
@@ -168,7 +169,7 @@ class RunView:
     # ---- who ran -------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return self.dir.name or str(self.dir)
+        return self.label or self.dir.name or str(self.dir)
 
     @property
     def model(self) -> str | None:
@@ -233,6 +234,13 @@ class RunView:
                 )
             )
         return out
+
+    @property
+    def items_lost(self) -> str:
+        """'frame rate 0.5/1, controls 0/1': the items that did not get all their points."""
+        return ", ".join(
+            f"{it.name} {fmt_value(it.points)}/{fmt_value(it.max_points)}" for it in self.items if it.passed is False
+        )
 
     @property
     def items_passed(self) -> str | None:

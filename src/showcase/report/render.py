@@ -272,6 +272,18 @@ def write_run_report(run_dir: Path, out: Path | None = None) -> Path:
     return out
 
 
+def _unique_labels(dirs: list[Path]) -> list[str]:
+    """Folder names, with as many parent folders as it takes to tell them apart."""
+    parts = [Path(os.path.abspath(d)).parts for d in dirs]
+    depth = 1
+    while depth < max(len(p) for p in parts):
+        labels = ["/".join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+        depth += 1
+    return ["/".join(p[-depth:]) for p in parts]
+
+
 # Contract fields that differ between runs on purpose (what is being compared); any other field
 # that differs means the runs were not held to the same terms, and the page says so.
 COMPARED_ON_PURPOSE = ("model", "harness", "upstream_url", "image", "sampling", "schema_version")
@@ -297,13 +309,14 @@ def write_comparison(run_dirs: list[Path], out: Path) -> Path:
     dirs = [_check_run_dir(Path(d)) for d in run_dirs]
     out = _resolve_out(out, Path("comparison.html"))
     rows = []
-    for d in dirs:
+    for d, label in zip(dirs, _unique_labels(dirs)):
         run = load_run(d)
         report = d / REPORT_NAME
         try:
             _write_atomic(report, render_run(run, report))
         except OSError:
             pass  # a read-only run folder keeps whatever report it has
+        run.label = label  # after its own page is written: that one keeps the plain folder name
         a = _assets(run, out.parent)
         a["report"] = _href(report, out.parent) if report.is_file() else None
         rows.append({"run": run, "a": a})
