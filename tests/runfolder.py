@@ -130,11 +130,18 @@ def make_run(
             make_png(run / "work" / "shots" / f"{n:04d}-{sha[:8]}.png", (320, 180), n)
     _jsonl(run / "versions.jsonl", vrows, cut_last=not finalized)
 
-    events = [{"t_s": 0.0, "at": start.isoformat(), "event": "agent_started", "detail": {"harness": harness}}]
-    if fn_first is not None:
-        events.append({"t_s": fn_first, "at": (start + timedelta(seconds=fn_first)).isoformat(), "event": "finish_now_first", "detail": None})
+    # as showcase.run.orchestrate logs them: t_s on the run's clock, the moment itself in detail.at_s
+    events = [
+        {"t_s": 0.0, "at": start.isoformat(), "event": "run_started", "detail": {"started_at": start.isoformat()}},
+        {"t_s": 0.0, "at": start.isoformat(), "event": "agent_started",
+         "detail": {"harness": harness, "limit_s": 7200, "inject_after_s": 5400, "start_epoch": start.timestamp()}},
+    ]
+    if fn_first is not None:  # noticed by the supervisor up to a second later
+        events.append({"t_s": fn_first + 0.8, "at": (start + timedelta(seconds=fn_first + 0.8)).isoformat(),
+                       "event": "finish_now_first", "detail": {"at_s": fn_first}})
     if finalized:
-        events.append({"t_s": span_s, "at": (start + timedelta(seconds=span_s)).isoformat(), "event": "agent_ended", "detail": "done"})
+        events.append({"t_s": span_s, "at": (start + timedelta(seconds=span_s)).isoformat(), "event": "agent_ended",
+                       "detail": {"how": "done", "exit_code": 0}})
     _jsonl(run / "events.jsonl", events)
 
     if not finalized:

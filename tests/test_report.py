@@ -132,7 +132,9 @@ async def test_run_report_in_chromium(tmp_path, clip):
         assert await page.inner_text("#world-title") == HOSTILE  # shown as text, never run
         assert await page.locator("#items tbody tr").count() == 11
         assert "2 s at 30 fps" in await page.inner_text("#clip-caption")
-        assert "first sent at" in await page.inner_text("#timeline-facts")
+        facts = await page.inner_text("#timeline-facts")
+        fn_first = json.loads((run / "gate-stats.json").read_text())["finish_now_first_s"]
+        assert f"first sent at {fn_first / 60:.1f} min" in facts and "ended at 92.3 min (done)" in facts
         # the version that counts is highlighted, the one that failed says so
         assert await page.get_attribute("#v5", "class") == "version chosen"
         assert "did not load cleanly" in await page.inner_text("#v2")
@@ -235,6 +237,9 @@ def test_versions_fold_by_n_and_the_choice_is_marked(tmp_path):
     assert [v.n for v in view.versions if v.chosen] == [2]  # last that loads
     assert view.items_passed == "11/11" and view.score == 10.0
     assert view.token_points[-1].prompt == view.prompt_tokens
+    # the moment finish-now was first sent is the gate's (detail.at_s), not when the supervisor logged it
+    assert view.finish_now_s == json.loads((run / "gate-stats.json").read_text())["finish_now_first_s"]
+    assert view.ended_how == "done" and view.limit_s == 7200
 
 
 def test_bad_input_is_a_clear_user_error(tmp_path):

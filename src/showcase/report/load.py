@@ -255,10 +255,15 @@ class RunView:
         """Seconds since start of the first event with one of these names."""
         for ev in self.events:
             if ev.get("event") in names:
-                t = as_float(ev.get("t_s"))
+                # the moment itself (detail.at_s, on the run's clock) beats when it was logged
+                t = first_num(pick(ev, "detail.at_s"), ev.get("t_s"))
                 if t is not None:
                     return t
         return None
+
+    def event_detail(self, name: str, key: str) -> Any:
+        ev = next((e for e in self.events if e.get("event") == name), None)
+        return pick(ev, f"detail.{key}") if ev else None
 
     @property
     def finish_now_s(self) -> float | None:
@@ -269,7 +274,11 @@ class RunView:
 
     @property
     def finish_now_from_s(self) -> float | None:
-        return first_num(pick(self.contract, "limits.finish_now_after_s", "limits.inject_after_s", "inject_after_s"), pick(self.run_info, "finish_now_after_s"))
+        return first_num(
+            pick(self.contract, "limits.finish_now_after_s", "limits.inject_after_s", "inject_after_s"),
+            pick(self.run_info, "finish_now_after_s"),
+            self.event_detail("agent_started", "inject_after_s"),
+        )
 
     @property
     def hard_stop_s(self) -> float | None:
@@ -280,7 +289,9 @@ class RunView:
 
     @property
     def limit_s(self) -> float | None:
-        return as_float(pick(self.contract, "limits.hard_stop_s", "limits.limit_s", "limit_s"))
+        return first_num(
+            pick(self.contract, "limits.hard_stop_s", "limits.limit_s", "limit_s"), self.event_detail("agent_started", "limit_s")
+        )
 
     @property
     def ended_s(self) -> float | None:
@@ -315,7 +326,7 @@ class RunView:
 
     @property
     def ended_how(self) -> str | None:
-        how = pick(self.run_info, "agent_end", "ended", "end_reason")
+        how = pick(self.run_info, "agent_end", "ended", "end_reason") or self.event_detail("agent_ended", "how")
         if isinstance(how, dict):
             how = pick(how, "how", "reason", "kind")
         return str(how) if how is not None else None
