@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 from datetime import datetime, timedelta, timezone
@@ -65,6 +66,7 @@ def make_run(
     minutes: float = 92.3,
     finalized: bool = True,
     shots: bool = True,
+    agent_shots: int = 0,
     world_title: str = "Voxel Isles",
 ) -> Path:
     """One run folder. finalized=False leaves what a run killed mid-way leaves: no run-info end,
@@ -129,6 +131,11 @@ def make_run(
         if shots:
             make_png(run / "work" / "shots" / f"{n:04d}-{sha[:8]}.png", (320, 180), n)
     _jsonl(run / "versions.jsonl", vrows, cut_last=not finalized)
+    # shot.sh screenshots as the gate's shot endpoint names them; shot k halfway after version k
+    for k in range(1, agent_shots + 1):
+        shot = make_png(run / "work" / "shots" / f"shot-{k:03d}.png", (320, 180), 40 + k)
+        when = start.timestamp() + span_s * (k + 0.5) / (n_versions + 1)
+        os.utime(shot, (when, when))
 
     # as showcase.run.orchestrate logs them: t_s on the run's clock, the moment itself in detail.at_s
     events = [

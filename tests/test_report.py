@@ -109,7 +109,7 @@ async def video_advances(page, selector: str) -> tuple[float, int]:
 
 
 async def test_run_report_in_chromium(tmp_path, clip):
-    run = make_run(tmp_path, "run one", clip_source=clip, world_title=HOSTILE, n_versions=5, failed_versions=(2,))
+    run = make_run(tmp_path, "run one", clip_source=clip, world_title=HOSTILE, n_versions=5, failed_versions=(2,), agent_shots=2)
     report = write_run_report(run)
     elsewhere = write_run_report(run, tmp_path / "published" / "one.html")
     assert report == run / "report.html" and elsewhere.is_file()
@@ -119,8 +119,8 @@ async def test_run_report_in_chromium(tmp_path, clip):
             v = await visit(browser, path, tmp_path)
             page = v.page
             imgs = await images_loaded(page)
-            # the screenshot and the five version thumbnails
-            assert len(imgs) == 6 and all(w > 0 for _, w in imgs), imgs
+            # the screenshot, the five version thumbnails and the agent's two shot.sh screenshots
+            assert len(imgs) == 8 and all(w > 0 for _, w in imgs), imgs
             t, width = await video_advances(page, "#clip")
             assert t > 0.3 and width == 320
             await assert_clean(v)
@@ -315,3 +315,14 @@ def test_runs_with_the_same_folder_name_are_told_apart(tmp_path):
     html = write_comparison([a, b], tmp_path / "cmp.html").read_text()
     assert 'data-run="x/run"' in html and 'data-run="y/run"' in html
     assert 'title="lost: controls 0/1"' in html
+
+
+def test_versions_without_their_own_screenshot_borrow_the_agents_shot(tmp_path):
+    run = make_run(tmp_path, "r", clip_source=None, n_versions=4, shots=False, agent_shots=2)
+    view = load_run(run)
+    assert [Path(s.path).name for s in view.agent_shots] == ["shot-001.png", "shot-002.png"]
+    # shot k was taken while version k was the current one; versions 3 and 4 had no shot
+    assert [v.thumb for v in view.versions] == ["work/shots/shot-001.png", "work/shots/shot-002.png", None, None]
+    assert "the agent's own screenshot at" in view.versions[0].thumb_note
+    html = write_run_report(run).read_text()
+    assert html.count('class="thumb borrowed"') == 2 and 'id="agent-shots"' in html

@@ -122,6 +122,7 @@ class Version:
     check_failure: str | None  # the load check itself failed (our fault, not the page's)
     file: str | None  # path relative to the run folder, when the file is there
     thumb: str | None  # screenshot of this version, relative to the run folder
+    thumb_note: str | None = None  # where the thumbnail comes from, when it is not the version's own
     chosen: bool = False
     raw: dict = field(default_factory=dict)
 
@@ -135,6 +136,14 @@ class Item:
     passed: bool | None
     reason: str
     figures: list[tuple[str, str]]
+
+
+@dataclass
+class AgentShot:
+    """A screenshot the agent asked for with shot.sh (work/shots/shot-NNN.png)."""
+
+    path: str  # relative to the run folder
+    t_s: float | None  # seconds since the run's start, from the file's time
 
 
 @dataclass
@@ -164,6 +173,7 @@ class RunView:
     versions: list[Version] = field(default_factory=list)
     screenshot: str | None = None
     clip: str | None = None
+    agent_shots: list[AgentShot] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     # ---- who ran -------------------------------------------------------------------------
@@ -314,6 +324,18 @@ class RunView:
                 pass
         if self.ended_s is not None:
             return self.ended_s / 60
+        return None
+
+    @property
+    def start_epoch(self) -> float | None:
+        """The run's t=0 as epoch seconds (to place files by their modification time)."""
+        epoch = as_float(self.event_detail("agent_started", "start_epoch"))
+        if epoch is not None:
+            return epoch
+        for when in (pick(self.run_info, "started_at"), pick(self.gate_stats, "clock_started_at")):
+            t = parse_time(when)
+            if t is not None and t.tzinfo is not None:
+                return t.timestamp()
         return None
 
     @property
@@ -625,7 +647,7 @@ def _fold_versions(run: RunView, lines: list[dict]) -> list[Version]:
             if m:
                 files[(int(m.group(1)), m.group(2))] = p.name
     shots: list[Path] = []
-    for d in (run.dir / "work" / "shots", run.dir / "shots", vdir):
+    for d in (run.dir / "work" / "shots", run.dir / "shots", run.dir / "version-shots", vdir):
         if d.is_dir():
             shots.extend(p for p in sorted(d.iterdir()) if p.suffix.lower() in _IMAGE_EXT)
     out = []
@@ -674,6 +696,34 @@ def _fold_versions(run: RunView, lines: list[dict]) -> list[Version]:
     return out
 
 
+def _read_agent_shots(run: RunView) -> None:
+    """The agent's shot.sh screenshots, placed on the run's clock by their file times; a version
+    without its own screenshot borrows the last shot taken while it was the current one."""
+    d = run.dir / "work" / "shots"
+    if not d.is_dir():
+        return
+    start = run.start_epoch
+    own = {v.thumb for v in run.versions if v.thumb}
+    shots = []
+    for p in sorted(d.iterdir()):
+        rel = p.relative_to(run.dir).as_posix()
+        if p.suffix.lower() not in _IMAGE_EXT or rel in own or not p.is_file():
+            continue
+        t = p.stat().st_mtime - start if start is not None else None
+        shots.append(AgentShot(path=rel, t_s=t))
+    shots.sort(key=lambda s: (s.t_s is None, s.t_s or 0.0, s.path))
+    run.agent_shots = shots
+    timed = [v for v in run.versions if v.t_s is not None]
+    for i, v in enumerate(timed):
+        if v.thumb:
+            continue
+        until = timed[i + 1].t_s if i + 1 < len(timed) else float("inf")
+        during = [s for s in shots if s.t_s is not None and v.t_s <= s.t_s < until]
+        if during:
+            v.thumb = during[-1].path
+            v.thumb_note = f"the agent's own screenshot at {during[-1].t_s / 60:.1f} min ({Path(during[-1].path).name}), taken while this version was current"
+
+
 def _mark_chosen(run: RunView) -> None:
     fc = run.final_choice
     if not fc or not run.versions:
@@ -706,6 +756,7 @@ def load_run(run_dir: Path) -> RunView:
     run.events = sorted(_read_jsonl(run, "events.jsonl"), key=lambda e: as_float(e.get("t_s")) or 0.0)
     run.versions = _fold_versions(run, _read_jsonl(run, "versions.jsonl"))
     _mark_chosen(run)
+    _read_agent_shots(run)
     for name in ("screenshot.png",):
         if (run_dir / name).is_file() and (run_dir / name).stat().st_size > 0:
             run.screenshot = name

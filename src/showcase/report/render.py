@@ -241,6 +241,7 @@ def _assets(run: RunView, page_dir: Path) -> dict:
         "screenshot": link(run.screenshot),
         "clip": link(run.clip),
         "versions": {v.n: {"file": link(v.file), "thumb": link(v.thumb)} for v in run.versions},
+        "shots": [link(s.path) for s in run.agent_shots],
         "raw": {
             name: _href(run.dir / name, page_dir)
             for name in (
