@@ -246,7 +246,7 @@ def _assets(run: RunView, page_dir: Path) -> dict:
             name: _href(run.dir / name, page_dir)
             for name in (
                 "command.txt", "contract.json", "sampling.json", "run-info.json", "gate-stats.json", "gate.log",
-                "versions.jsonl", "final-choice.json", "check.json", "events.jsonl", "screenshot.png", "clip.mp4", "clip.json",
+                "versions.jsonl", "final-choice.json", "check.json", "events.jsonl", "screenshot.png", "clip.mp4", "clip.json", "agent.log",
             )
             if (run.dir / name).is_file()
         },
