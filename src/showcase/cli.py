@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "showcase.check.cli",
     "showcase.clip",
     "showcase.replay",
+    "showcase.report.cli",
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
