@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "showcase.clip",
     "showcase.replay",
     "showcase.report.cli",
+    "showcase.run.cli",
 ]
 
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
