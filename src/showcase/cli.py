@@ -74,9 +74,11 @@ for _module in COMMAND_MODULES:
 def main() -> None:
     """Entry point: our own errors become one line and their exit code, never a traceback."""
     try:
-        app(standalone_mode=False)
+        # Outside standalone mode click returns a command's exit code instead of exiting with it.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except ShowcaseError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

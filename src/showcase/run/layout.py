@@ -12,7 +12,7 @@ class RunLayout:
     work = property(lambda self: self.root / "work")  # bind-mounted read-write at /work
     gate_dir = property(lambda self: self.root / "gate")  # holds gate.sock, bind-mounted read-only at /gate
     task_dir = property(lambda self: self.root / "task")  # the exact prompt bytes, read-only at /task
-    tools_dir = property(lambda self: self.root / "tools")  # shot.sh and the relay, read-only at /opt/showcase
+    tools_dir = property(lambda self: self.root / "tools")  # shot.sh and the relay, read-only at /opt/tools
 
     # what a reader compares runs by
     command = property(lambda self: self.root / "command.txt")

@@ -156,7 +156,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         gate_dir_host=layout.gate_dir,
         extra_mounts=[
             Mount(host=layout.task_dir, container="/task", read_only=True),
-            Mount(host=layout.tools_dir, container="/opt/showcase", read_only=True),
+            Mount(host=layout.tools_dir, container="/opt/tools", read_only=True),
         ],
         api_key=key,
         memory=opts.memory,
@@ -194,7 +194,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             base_url=spec.relay_url,
             api_key=key,
         )
-        env = {"PATH": "/opt/showcase:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **env}
+        env = {"PATH": "/opt/tools:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **env}
         gate.start_clock()
         t0 = time.monotonic()  # the run's clock is the gate's: finish-now and hard stop count from here
         events.t0 = t0
@@ -210,7 +210,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         if watcher is not None:
             watcher.stop(timeout_s=180)
         foreign = monitor.stop() if monitor is not None else []
-        host_load = monitor.load_samples() if monitor is not None else []
+        host_load = monitor.load_samples if monitor is not None else []
         _safe(sandbox.remove)
         leaks = _safe(sandbox.leak_audit)
         server.stop()
