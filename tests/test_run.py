@@ -111,6 +111,29 @@ def test_demo_end_to_end(docker_engine, tmp_path):
     assert "Bearer" not in (run / "command.txt").read_text()
 
 
+def test_mini_swe_agent_end_to_end(docker_engine, tmp_path):
+    """A real agent CLI from PyPI, installed offline into its image layer, sealed, through the gate."""
+    run = tmp_path / "mini"
+    with ReplayServer(DEMO / "mini-swe-agent.json") as server:
+        proc = run_showcase(
+            ["run", "--harness", "mini-swe-agent", "--upstream", server.base_url, "--model", "replay-mini",
+             "--out", str(run), "--no-clip", "--limit-s", "900"],
+            timeout=1800,
+        )
+        received = list(server.requests)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_every_artefact(run, with_clip=False)
+    info = read_json(run / "run-info.json")
+    assert info["agent_end"] == "done", (run / "agent.log").read_text()[-2000:]
+    assert info["requests"] == len(received) == 4
+    # mini sends no temperature and no max_tokens; the gate adds the task's answer limit.
+    assert all(body.get("max_tokens") == 262144 or body.get("max_completion_tokens") == 262144 for body in received)
+    assert (run / "work" / "game.html").read_bytes() == (DEMO / "pages" / "v4.html").read_bytes()
+    assert json.loads((run / "agent" / "traj.json").read_text())["info"]["exit_status"] == "Submitted"
+    assert read_json(run / "final-choice.json")["is_final_file"]
+    assert containers_of(run) == []
+
+
 def test_hard_stop_kills_an_agent_that_never_finishes(docker_engine, tmp_path):
     run = tmp_path / "endless"
     with ReplayServer(never_finishing_script()) as server:

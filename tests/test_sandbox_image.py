@@ -13,7 +13,7 @@ import pytest
 
 from showcase.errors import InfraError, UserError
 from showcase.harness import load_harness, render_launch
-from showcase.sandbox.base import SandboxSpec
+from showcase.sandbox.base import Mount, SandboxSpec
 from showcase.sandbox.docker import DockerSandbox
 from showcase.sandbox.image import ensure_base, ensure_image, image_digest, list_images
 
@@ -154,7 +154,11 @@ def test_mini_swe_agent_runs_sealed_through_the_relay(tmp_path, docker_engine):
     harness = load_harness("mini-swe-agent")
     try:
         with DockerSandbox() as box:
-            spec = SandboxSpec(image=image, workdir_host=tmp_path / "work", gate_dir_host=gate_dir, api_key="sk-mini")
+            logs = tmp_path / "logs"  # the harness writes its trajectory to /logs (the run's agent/ folder)
+            logs.mkdir()
+            logs.chmod(0o777)
+            spec = SandboxSpec(image=image, workdir_host=tmp_path / "work", gate_dir_host=gate_dir, api_key="sk-mini",
+                               extra_mounts=[Mount(host=logs, container="/logs", read_only=False)])
             box.start(spec)
             help_ = box.exec(["/opt/harness/venv/bin/mini", "--help"], timeout_s=120)
             assert help_.exit_code == 0 and "Usage: mini" in help_.stdout, help_.stderr
@@ -164,7 +168,7 @@ def test_mini_swe_agent_runs_sealed_through_the_relay(tmp_path, docker_engine):
             box.start_process(command, env=env, log_path=log)
             info = box.wait(180)
             assert (info.how, info.exit_code) == ("exited", 0), log.read_text()[-2000:]
-            box.copy_out("/home/agent/traj.json", tmp_path / "traj.json")
+            box.copy_out("/logs/traj.json", tmp_path / "traj.json")
     finally:
         server.shutdown()
         server.server_close()

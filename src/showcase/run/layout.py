@@ -12,6 +12,7 @@ class RunLayout:
     work = property(lambda self: self.root / "work")  # bind-mounted read-write at /work
     gate_dir = property(lambda self: self.root / "gate")  # holds gate.sock, bind-mounted read-only at /gate
     task_dir = property(lambda self: self.root / "task")  # the exact prompt bytes, read-only at /task
+    agent_dir = property(lambda self: self.root / "agent")  # the agent's own logs (trajectory), rw at /logs
     tools_dir = property(lambda self: self.root / "tools")  # shot.sh and the relay, read-only at /opt/tools
 
     # what a reader compares runs by
@@ -35,5 +36,5 @@ class RunLayout:
         return self.contract.exists() or self.run_info.exists() or self.versions_log.exists()
 
     def make(self) -> None:
-        for d in (self.root, self.work, self.gate_dir, self.task_dir, self.tools_dir, self.versions_dir):
+        for d in (self.root, self.work, self.agent_dir, self.gate_dir, self.task_dir, self.tools_dir, self.versions_dir):
             d.mkdir(parents=True, exist_ok=True)

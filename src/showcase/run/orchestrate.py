@@ -157,6 +157,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         extra_mounts=[
             Mount(host=layout.task_dir, container="/task", read_only=True),
             Mount(host=layout.tools_dir, container="/opt/tools", read_only=True),
+            Mount(host=layout.agent_dir, container="/logs", read_only=False),
         ],
         api_key=key,
         memory=opts.memory,
@@ -165,6 +166,8 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         labels={RUN_LABEL: str(layout.root.resolve())},
     )
     _write_contract(layout, opts, task, harness, sampling, spec, image, limit_s, inject_s, answer_limit)
+    if os.geteuid() == 0:
+        os.chown(layout.agent_dir, spec.uid, spec.gid)  # the agent writes its trajectory there
     sandbox = get_backend(opts.backend)()
     server = GateServer(gate, listen=[f"unix:{layout.gate_dir / 'gate.sock'}"])
     server.start()

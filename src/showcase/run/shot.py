@@ -70,7 +70,12 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0) 
         png = shots / f"shot-{next(counter):03d}.png"
         async with lock:
             try:
-                result = await asyncio.wait_for(load_check(path.read_bytes(), png), timeout_s)
+                # The browser gets a loop of its own in a worker thread: the gate's loop keeps
+                # serving the model while a page loads, and Playwright never shares it.
+                html = path.read_bytes()
+                result = await asyncio.wait_for(
+                    asyncio.to_thread(lambda: asyncio.run(load_check(html, png))), timeout_s
+                )
             except asyncio.TimeoutError:
                 return JSONResponse({"error": {"message": f"load check took over {timeout_s:.0f} s"}}, status_code=504)
         result = dict(result)
