@@ -2,7 +2,16 @@
 # Set up a fresh Debian 12 machine for showcase, as root. Idempotent: a second run only checks.
 # System packages (Debian's chromium, ffmpeg, docker.io, debootstrap), a virtualenv in .venv with
 # showcase installed editable, and the offline npm cache of the task's import map.
+# --engine: also make sure a Docker engine answers (starts dockerd in the background if none does;
+# it keeps running for you afterwards). The tests start and stop their own engine.
 set -euo pipefail
+engine=0
+for arg in "$@"; do
+  case "$arg" in
+    --engine) engine=1 ;;
+    *) echo "usage: scripts/setup.sh [--engine]" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 
 packages=(chromium ffmpeg docker.io debootstrap iproute2 curl)
@@ -29,4 +38,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 
 .venv/bin/showcase doctor >/dev/null || .venv/bin/showcase doctor
+
+if [ "$engine" = 1 ] && ! docker info >/dev/null 2>&1; then
+  echo "setup: starting dockerd (log: /var/log/showcase-dockerd.log)"
+  nohup dockerd >>/var/log/showcase-dockerd.log 2>&1 &
+  for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  docker info >/dev/null 2>&1 || { echo "setup: dockerd did not answer within 60 s; see /var/log/showcase-dockerd.log" >&2; exit 3; }
+fi
 echo "setup: ready (.venv/bin/showcase)"
