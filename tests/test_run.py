@@ -116,7 +116,7 @@ def test_mini_swe_agent_end_to_end(docker_engine, tmp_path):
     run = tmp_path / "mini"
     with ReplayServer(DEMO / "mini-swe-agent.json") as server:
         proc = run_showcase(
-            ["run", "--harness", "mini-swe-agent", "--upstream", server.base_url, "--model", "replay-mini",
+            ["run", "--harness", "mini-swe-agent", "--upstream", server.base_url, "--model", "replay-mini-swe-agent",
              "--out", str(run), "--no-clip", "--limit-s", "900"],
             timeout=1800,
         )

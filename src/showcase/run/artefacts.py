@@ -286,7 +286,7 @@ class FinalChoice(_Strict):
 # run-info.json
 
 
-AgentEnd = Literal["done", "exit", "killed_at_hard_stop", "crashed", "oom"]
+AgentEnd = Literal["done", "exit", "killed_at_hard_stop", "crashed", "oom", "interrupted"]
 
 
 class ContainerLimits(_Strict):
@@ -322,7 +322,8 @@ class RunInfo(_Strict):
     minutes_run: float = Field(description="minutes from the start until the agent ended or was stopped")
     agent_end: AgentEnd = Field(
         description="how the agent ended: 'done' (said it was done), 'exit' (its process exited), "
-        "'killed_at_hard_stop', 'crashed', 'oom' (killed for lack of memory)"
+        "'killed_at_hard_stop', 'crashed', 'oom' (killed for lack of memory), 'interrupted' (showcase itself "
+        "stopped mid-run; `showcase finalize` stopped the agent)"
     )
     agent_exit_code: int | None = Field(None, description="exit code of the agent's process; null if killed or unknown")
     finish_now_after_s: float | None = Field(description="seconds from which the finish-now message was due; null: never")
@@ -341,6 +342,9 @@ class RunInfo(_Strict):
         default_factory=list, description="processes outside the run that used CPU on the host meanwhile, busiest first"
     )
     host_load: list[LoadSample] = Field(default_factory=list, description="host load averages sampled during the run")
+    leaks: list[str] | None = Field(
+        None, description="what the leak audit found left of the run after it ended (empty: nothing); null: not audited"
+    )
     world_title: str | None = Field(description="the chosen page's title (<title>, else first <h1>); null if none")
     summary_run: str = Field(
         "", description="plain-English sentences on the agent's run: time, finish-now, requests (showcase.run.summary)"

@@ -28,6 +28,7 @@ class RunLayout:
     check = property(lambda self: self.root / "check.json")
     screenshot = property(lambda self: self.root / "screenshot.png")
     clip = property(lambda self: self.root / "clip.mp4")
+    clip_info = property(lambda self: self.root / "clip.json")
     report = property(lambda self: self.root / "report.html")
     agent_log = property(lambda self: self.root / "agent.log")
     events_log = property(lambda self: self.root / "events.jsonl")

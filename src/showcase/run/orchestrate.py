@@ -85,7 +85,7 @@ def preflight(opts: RunOptions) -> tuple[Task, "object"]:
         raise UserError(f"sandbox backend {opts.backend}: {reason}")
     reason = asyncio.run(probe_upstream(opts.upstream, opts.model, opts.upstream_key, timeout_s=15))
     if reason:
-        raise UserError(f"upstream {opts.upstream}: {reason}")
+        raise UserError(reason)  # the probe's reason names the upstream and what is wrong
     return task, harness
 
 
@@ -424,6 +424,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
 
             say(f"clip: recording {clip_seconds:.0f} s on a virtual clock")
             result = record_clip_file(chosen, layout.clip, seconds=clip_seconds, npm_dir=npm_dir)
+            write_json_atomic(layout.clip_info, result)
             if result.note:
                 say(f"clip: {result.note}")
 
@@ -458,18 +459,16 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         foreign_processes=[ForeignProcess(**p) for p in (removed.detail.get("foreign") or [])] if removed else [],
         host_load=[LoadSample(**s) for s in (removed.detail.get("host_load") or [])] if removed else [],
         world_title=world_title(chosen.read_bytes()) if chosen is not None else None,
+        leaks=removed.detail.get("leaks") if removed else None,
     )
     info = with_summary(info, versions, choice)
     write_json_atomic(layout.run_info, info)
     say(info.summary_run)
     say(info.summary_versions)
-    try:
-        from showcase.report import write_run_report
+    from showcase.report import write_run_report
 
-        write_run_report(layout.root)
-        say(f"report: {layout.report}")
-    except ImportError:
-        pass
+    write_run_report(layout.root)
+    say(f"report: {layout.report}")
     return layout.root
 
 

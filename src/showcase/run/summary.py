@@ -14,6 +14,7 @@ _ENDINGS = {
     "killed_at_hard_stop": ", and was stopped at the hard stop",
     "crashed": ", and crashed",
     "oom": ", and was killed for lack of memory",
+    "interrupted": ", and was stopped when showcase itself was interrupted",
 }
 
 
