@@ -21,6 +21,15 @@ def _tool_version(cmd: list[str]) -> str:
         return f"missing ({exc.__class__.__name__})"
 
 
+def _docker_state() -> str:
+    if not shutil.which("docker"):
+        return "missing: apt-get install docker.io"
+    engine = _tool_version(["docker", "version", "--format", "{{.Server.Version}}"])
+    if not engine or engine.startswith(("missing", "Cannot", "error")):
+        return "client only: no engine answers (start one: scripts/setup.sh --engine)"
+    return f"engine {engine}"
+
+
 def doctor(
     fill_cache: bool = typer.Option(True, help="Fetch missing npm tarballs of the task's import map (needs npm's registry)."),
     task: str = typer.Option("voxel", help="Task whose import-map packages to cache."),
@@ -34,7 +43,7 @@ def doctor(
         table.add_row("chromium", f"[red]{exc}[/red]")
         ok = False
     table.add_row("ffmpeg", _tool_version(["ffmpeg", "-version"]) if shutil.which("ffmpeg") else "[red]missing: apt-get install ffmpeg[/red]")
-    table.add_row("docker", _tool_version(["docker", "version", "--format", "engine {{.Server.Version}}"]) if shutil.which("docker") else "missing: apt-get install docker.io")
+    table.add_row("docker", _docker_state())
     try:
         path = ensure_npm_cache(load_task(task).npm, fetch=fill_cache)
         table.add_row("npm cache", f"{path} (integrity checked)")

@@ -38,6 +38,11 @@ class HarnessLaunch(BaseModel):
 
     command: list[str] = Field(description="argv; placeholders {model} {prompt} {prompt_file} {base_url} {api_key}")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment, same placeholders")
+    done_pattern: str = Field(
+        r"\bDONE\b",
+        description="regular expression that, found in the agent's output (agent.log) or in a file it left in "
+        "/logs (the run's agent/ folder, e.g. its trajectory), means the agent ended by saying it was done",
+    )
 
 
 class Harness(BaseModel):
