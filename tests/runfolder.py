@@ -27,7 +27,7 @@ HOSTILE = '<img src="https://evil.example/x.png" onerror="console.error(1)"><scr
 def make_clip(path: Path, seconds: float = 2.0) -> Path:
     """A real H.264 mp4 that Chromium plays (yuv420p, moov atom first)."""
     subprocess.run(
-        ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc=size=320x180:rate=30", "-t", str(seconds),
+        ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x180:rate=30", "-t", str(seconds),
          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-movflags", "+faststart", str(path)],
         check=True, timeout=60,
     )

@@ -7,7 +7,6 @@ killed mid-run nothing is lost and `finalize` completes the run from disk.
 import asyncio
 import datetime as dt
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -64,8 +63,9 @@ class EventLog:
             os.fsync(f.fileno())
 
 
-def preflight(opts: RunOptions) -> tuple[Task, "object"]:
+def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
     """Bad input before anything starts: each a one-line error naming the fix (exit 2)."""
+    from showcase.gate.config import load_sampling
     from showcase.gate.probe import probe_upstream
     from showcase.harness import load_harness
     from showcase.sandbox.base import get_backend, known_backends
@@ -77,8 +77,7 @@ def preflight(opts: RunOptions) -> tuple[Task, "object"]:
         raise UserError(
             f"{opts.out} already holds a run; complete it with `showcase finalize {opts.out}` or choose another --out"
         )
-    if opts.sampling_file is not None and not opts.sampling_file.is_file():
-        raise UserError(f"sampling file {opts.sampling_file} does not exist")
+    sampling = load_sampling(opts.sampling_file) if opts.sampling_file else {}
     if opts.backend not in known_backends():
         raise UserError(f"unknown sandbox backend {opts.backend!r}; known: {', '.join(known_backends())}")
     reason = get_backend(opts.backend).unavailable_reason()
@@ -87,7 +86,7 @@ def preflight(opts: RunOptions) -> tuple[Task, "object"]:
     reason = asyncio.run(probe_upstream(opts.upstream, opts.model, opts.upstream_key, timeout_s=15))
     if reason:
         raise UserError(reason)  # the probe's reason names the upstream and what is wrong
-    return task, harness
+    return task, harness, sampling
 
 
 
@@ -115,14 +114,13 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     from showcase.sandbox.base import Mount, SandboxSpec, get_backend
     from showcase.sandbox.image import ensure_image
 
-    task, harness = preflight(opts)
+    task, harness, sampling = preflight(opts)
     layout = RunLayout(opts.out)
     layout.make()
     limit_s = opts.limit_s if opts.limit_s is not None else task.limits.limit_s
     inject_s = opts.inject_after_s if opts.inject_after_s is not None else task.limits.inject_after_s
     answer_limit = opts.answer_limit if opts.answer_limit is not None else task.limits.answer_limit
     CommandLine.from_argv(opts.command_line).write(layout.command)
-    sampling = _read_sampling(opts.sampling_file)
     write_json_atomic(
         layout.sampling,
         SamplingFile(fields=sampling, source="file" if opts.sampling_file else "none",
@@ -226,18 +224,6 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             host_load=[s.model_dump(mode="json") for s in host_load],
         )
     return finalize(layout.root, say=say, npm_dir=opts.npm_dir, clip=opts.clip, clip_seconds=opts.clip_seconds)
-
-
-def _read_sampling(path: Path | None) -> dict:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"sampling file {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise UserError(f"sampling file {path} must hold a JSON object")
-    return data
 
 
 def _container_pids(sandbox) -> list[int]:
