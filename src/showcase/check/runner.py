@@ -175,6 +175,10 @@ class _Measure:
             mark("after ready")
             f0 = await bp.evaluate("window.__sc.attach(), window.__sc.frames", what="hooking window.scene")
             m.load_end_s = bp.events.now()
+            # The pointer rests at the centre from here on, as a viewer's would; moving it there
+            # now (not just before the controls) saves a frame-bound call and a screenshot later.
+            cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
+            await bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
             await self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
                                    f"({{frames: window.__sc.frames - {int(f0)}}})", "waiting for a frame after ready")
             self.prev = await self.shot()
@@ -194,9 +198,6 @@ class _Measure:
             m.world = after["world"]
             m.animation = _max_counts([p for p in after["pairs"] if p])
             mark("controls")
-            cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-            await bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
-            self.prev = await self.shot()
             m.steps["baseline before wheel"] = await self.step("baseline before wheel", None)
             m.steps["wheel"] = await self.step("wheel", self.wheel)
             m.steps["baseline before drag"] = await self.step("baseline before drag", None)
