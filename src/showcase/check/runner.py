@@ -10,13 +10,13 @@ import asyncio
 import datetime as dt
 import hashlib
 import os
+import re
 import tempfile
 import time
 import uuid
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -175,6 +175,10 @@ class _Measure:
             mark("after ready")
             f0 = await bp.evaluate("window.__sc.attach(), window.__sc.frames", what="hooking window.scene")
             m.load_end_s = bp.events.now()
+            # The pointer rests at the centre from here on, as a viewer's would; moving it there
+            # now (not just before the controls) saves a frame-bound call and a screenshot later.
+            cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
+            await bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
             await self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
                                    f"({{frames: window.__sc.frames - {int(f0)}}})", "waiting for a frame after ready")
             self.prev = await self.shot()
@@ -194,9 +198,6 @@ class _Measure:
             m.world = after["world"]
             m.animation = _max_counts([p for p in after["pairs"] if p])
             mark("controls")
-            cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-            await bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
-            self.prev = await self.shot()
             m.steps["baseline before wheel"] = await self.step("baseline before wheel", None)
             m.steps["wheel"] = await self.step("wheel", self.wheel)
             m.steps["baseline before drag"] = await self.step("baseline before drag", None)
@@ -243,7 +244,7 @@ def _max_counts(rows: list[dict]) -> dict | None:
     return {k: max(r.get(k, 0) for r in rows) for k in keys}
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -301,7 +302,7 @@ async def check_page(
     chromium_v = await chromium
     items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, navigated_away=bp.navigated_away)
     if screenshot_path is not None and m.last_shot is not None:
-        _write_atomic(Path(screenshot_path), m.last_shot)
+        write_atomic(Path(screenshot_path), m.last_shot)
     return CheckReport(
         page=page_name,
         page_sha256=hashlib.sha256(html).hexdigest(),
@@ -344,8 +345,7 @@ def read_page(path: Path) -> bytes:
 
 
 def looks_like_html(data: bytes) -> bool:
-    import re
-
+    """UTF-8 text without NUL bytes holding at least one HTML tag."""
     if b"\x00" in data[:4096]:
         return False
     try:
@@ -367,8 +367,4 @@ def check_file(path: Path, out_dir: Path, npm_dir: Path | None = None) -> CheckR
 
 
 def write_report(report: CheckReport, out_dir: Path) -> None:
-    _write_atomic(Path(out_dir) / "check.json", (report.model_dump_json(indent=2) + "\n").encode())
-
-
-def figures_of(report: CheckReport) -> dict[str, Any]:
-    return {i.id: i.figures for i in report.items}
+    write_atomic(Path(out_dir) / "check.json", (report.model_dump_json(indent=2) + "\n").encode())

@@ -39,9 +39,8 @@ def _n(x: float) -> str:
 
 
 class _Scorer:
-    def __init__(self, m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None, navigated_away: str | None):
+    def __init__(self, m: "Measurements", events: PageEvents, rubric: Rubric):
         self.m, self.ev, self.r = m, events, rubric
-        self.frozen, self.away = frozen, navigated_away
         self.not_measured = f"not measured: {m.stopped}" if m.stopped else "not measured"
         self.good: dict[str, str] = {}  # item id -> phrase for the summary when it passed
 
@@ -242,7 +241,7 @@ class _Scorer:
 
 def score(m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None = None,
           navigated_away: str | None = None) -> tuple[list[ItemResult], float, str]:
-    sc = _Scorer(m, events, rubric, frozen, navigated_away)
+    sc = _Scorer(m, events, rubric)
     items = [sc.loads(), sc.ready(), sc.console(), sc.blank(), sc.fps(), sc.world(), sc.english(),
              sc.tour(1), sc.tour(2), sc.animation(), sc.controls()]
     assert [i.id for i in items] == ITEM_ORDER
