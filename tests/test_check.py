@@ -278,7 +278,8 @@ def test_quick_load_check(tmp_path):
         return await asyncio.gather(
             load_check((PAGES / "good.html").read_bytes(), screenshot_path=tmp_path / "good.png", settle_s=1),
             load_check((PAGES / "load_error.html").read_bytes(), settle_s=1),
-            load_check((PAGES / "infinite_loop.html").read_bytes(), screenshot_path=tmp_path / "frozen.png", settle_s=1),
+            # The page blocks 1.5 s after ready: a 3 s settle always ends inside the freeze.
+            load_check((PAGES / "infinite_loop.html").read_bytes(), screenshot_path=tmp_path / "frozen.png", settle_s=3),
         )
 
     good, broken, frozen = asyncio.run(run())
