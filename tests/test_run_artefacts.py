@@ -21,7 +21,7 @@ from showcase.run.artefacts import (
     ToolVersions,
     VersionRecord,
 )
-from showcase.run.io import append_jsonl, read_jsonl, write_json_atomic
+from showcase.io import append_jsonl, read_jsonl, write_json_atomic
 
 SCHEMA_NAMES = ["contract", "run-info", "versions", "final-choice", "sampling"]
 

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from showcase.run.io import read_jsonl
+from showcase.io import read_jsonl
 from showcase.run.watcher import Watcher, read_versions, recover_versions
 
 

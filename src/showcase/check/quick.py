@@ -9,9 +9,10 @@ from pathlib import Path
 
 from showcase.browser.launch import launch_browser
 from showcase.check.models import LoadCheck
-from showcase.check.runner import write_atomic, offline_cdn
 from showcase.check.rubric import load_script
+from showcase.check.runner import offline_cdn
 from showcase.check.session import BoundedPage, StopMeasuring
+from showcase.io import write_bytes_atomic
 
 QUICK_RENDERER = "llvmpipe"
 NAVIGATION_TIMEOUT_S = 30.0
@@ -42,7 +43,7 @@ async def load_check(
                 await asyncio.sleep(max(0.0, min(settle_s, bp.remaining() - 1)))
                 if screenshot_path is not None:
                     png = await bp.screenshot(CALL_TIMEOUT_S)
-                    write_atomic(Path(screenshot_path), png)
+                    write_bytes_atomic(Path(screenshot_path), png)
                     shot_written = str(screenshot_path)
             except StopMeasuring:
                 pass

@@ -9,9 +9,7 @@ leaves the items not yet measured failed with that reason.
 import asyncio
 import datetime as dt
 import hashlib
-import os
 import re
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
 from showcase.check.session import BoundedPage, StopMeasuring, webgl_renderer
 from showcase.errors import InfraError, UserError
+from showcase.io import write_bytes_atomic
 from showcase.task import load_task
 
 
@@ -244,18 +243,6 @@ def _max_counts(rows: list[dict]) -> dict | None:
     return {k: max(r.get(k, 0) for r in rows) for k in keys}
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 async def check_page(
     html: bytes,
     *,
@@ -302,7 +289,7 @@ async def check_page(
     chromium_v = await chromium
     items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, navigated_away=bp.navigated_away)
     if screenshot_path is not None and m.last_shot is not None:
-        write_atomic(Path(screenshot_path), m.last_shot)
+        write_bytes_atomic(Path(screenshot_path), m.last_shot)
     return CheckReport(
         page=page_name,
         page_sha256=hashlib.sha256(html).hexdigest(),
@@ -367,4 +354,4 @@ def check_file(path: Path, out_dir: Path, npm_dir: Path | None = None) -> CheckR
 
 
 def write_report(report: CheckReport, out_dir: Path) -> None:
-    write_atomic(Path(out_dir) / "check.json", (report.model_dump_json(indent=2) + "\n").encode())
+    write_bytes_atomic(Path(out_dir) / "check.json", (report.model_dump_json(indent=2) + "\n").encode())

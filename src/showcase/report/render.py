@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
@@ -19,6 +18,7 @@ from markupsafe import Markup, escape
 
 from showcase import __version__
 from showcase.errors import UserError
+from showcase.io import write_text_atomic
 from showcase.report.load import RunView, flatten, fmt_value, load_run, looks_like_run
 
 REPORT_NAME = "report.html"
@@ -47,22 +47,6 @@ def _href(target: Path, page_dir: Path) -> str:
     """Relative, URL-quoted link from a page in page_dir to target."""
     rel = os.path.relpath(target.resolve(), page_dir.resolve())
     return quote(Path(rel).as_posix())
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _check_run_dir(run_dir: Path) -> Path:
@@ -269,7 +253,7 @@ def write_run_report(run_dir: Path, out: Path | None = None) -> Path:
     run_dir = _check_run_dir(Path(run_dir))
     out = _resolve_out(out, run_dir / REPORT_NAME)
     run = load_run(run_dir)
-    _write_atomic(out, render_run(run, out))
+    write_text_atomic(out, render_run(run, out))
     return out
 
 
@@ -314,7 +298,7 @@ def write_comparison(run_dirs: list[Path], out: Path) -> Path:
         run = load_run(d)
         report = d / REPORT_NAME
         try:
-            _write_atomic(report, render_run(run, report))
+            write_text_atomic(report, render_run(run, report))
         except OSError:
             pass  # a read-only run folder keeps whatever report it has
         run.label = label  # after its own page is written: that one keeps the plain folder name
@@ -325,5 +309,5 @@ def write_comparison(run_dirs: list[Path], out: Path) -> Path:
     text = _env().get_template("compare.html.j2").render(
         rows=rows, on_purpose=on_purpose, suspect=suspect, generated=_now(), version=__version__
     )
-    _write_atomic(out, text)
+    write_text_atomic(out, text)
     return out

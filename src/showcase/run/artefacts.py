@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from showcase.run.io import write_text_atomic
+from showcase.io import write_text_atomic
 
 SCHEMA_VERSION = 1
 

@@ -108,7 +108,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     from showcase.gate.server import GateServer
     from showcase.harness import render_launch
     from showcase.run.artefacts import CommandLine, SamplingFile
-    from showcase.run.io import write_json_atomic
+    from showcase.io import write_json_atomic
     from showcase.run.monitor import ForeignProcessMonitor
     from showcase.run.watcher import Watcher
     from showcase.sandbox.base import Mount, SandboxSpec, get_backend
@@ -339,7 +339,7 @@ def _write_contract(layout, opts: RunOptions, task: Task, harness, sampling: dic
     from showcase.browser.launch import chromium_version
     from showcase.check.rubric import load_rubric
     from showcase.run.artefacts import Contract, ContractLimits, HarnessInfo, ImageInfo, SandboxLimits, ToolVersions
-    from showcase.run.io import write_json_atomic
+    from showcase.io import write_json_atomic
     from showcase.sandbox.base import parse_size
     from showcase.sandbox.image import image_digest
 
@@ -373,7 +373,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     from showcase.gate.log import GateStats, read_log
     from showcase.run.artefacts import ContainerLimits, Contract, ForeignProcess, LoadSample, RunInfo
     from showcase.run.final_choice import choose_final
-    from showcase.run.io import write_json_atomic
+    from showcase.io import write_json_atomic
     from showcase.run.summary import with_summary
     from showcase.run.title import world_title
     from showcase.run.watcher import recover_versions

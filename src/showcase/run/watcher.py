@@ -30,7 +30,7 @@ from inotify_simple import flags as F
 
 from showcase.errors import UserError
 from showcase.run.artefacts import VersionRecord
-from showcase.run.io import append_jsonl, read_jsonl, terminate_torn_line, write_bytes_atomic
+from showcase.io import append_jsonl, read_jsonl, terminate_torn_line, write_bytes_atomic
 
 log = logging.getLogger(__name__)
 

@@ -38,6 +38,7 @@ def write_bytes_atomic(path: Path | str, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read and served
         os.replace(tmp, path)
     except BaseException:
         try:
