@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from showcase import __version__
 from showcase.errors import UserError
+from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
 from showcase.run.layout import RunLayout
 from showcase.run.options import RunOptions
 from showcase.run.shot import shot_route, write_tools
@@ -26,8 +27,8 @@ from showcase.task import Task, load_task
 
 Progress = Callable[[str], None]
 
-POLL_S = 0.5
-RUN_LABEL = "showcase.run"  # how often the supervisor looks at the agent; the watcher itself is event-driven
+POLL_S = 0.5  # how often the supervisor looks at the agent; the watcher itself is event-driven
+RUN_LABEL = "showcase.run"  # container label naming the run folder, so finalize can find leftovers
 
 
 class RunEvent(BaseModel):
@@ -56,11 +57,7 @@ class EventLog:
         self.path, self.t0 = path, t0
 
     def __call__(self, event: str, **detail) -> None:
-        line = RunEvent(t_s=round(time.monotonic() - self.t0, 3), at=_now_iso(), event=event, detail=detail)
-        with open(self.path, "a") as f:
-            f.write(line.model_dump_json() + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_jsonl(self.path, RunEvent(t_s=round(time.monotonic() - self.t0, 3), at=_now_iso(), event=event, detail=detail))
 
 
 def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
@@ -87,7 +84,6 @@ def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
     if reason:
         raise UserError(reason)  # the probe's reason names the upstream and what is wrong
     return task, harness, sampling
-
 
 
 def _quick_check_dict(npm_dir: Path | None):
@@ -300,15 +296,8 @@ def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layou
 
 
 def read_events(layout: RunLayout) -> list[RunEvent]:
-    if not layout.events_log.exists():
-        return []
-    rows = []
-    for line in layout.events_log.read_text().splitlines():
-        try:
-            rows.append(RunEvent.model_validate_json(line))
-        except ValueError:
-            continue  # a line torn by a kill -9 mid-write: the lines before it still count
-    return rows
+    """The run's timeline; a line torn by a kill -9 mid-write is skipped, the lines before it count."""
+    return [RunEvent.model_validate(row) for row in read_jsonl(layout.events_log)]
 
 
 def _kill_leftovers(layout: RunLayout, say: Progress) -> bool:
@@ -389,6 +378,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         # showcase died mid-run: the agent may still be working. Stop it; what it wrote is kept.
         say("finalize: the run was interrupted; stopping what is left of it")
         _kill_leftovers(layout, say)
+        terminate_torn_line(layout.events_log)
         log = EventLog(layout.events_log, time.monotonic())
         log("finalized_after_interruption", at=_now_iso())
     agent_start = next((e for e in events if e.event == "agent_started"), None)
