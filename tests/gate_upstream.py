@@ -52,6 +52,8 @@ class ScriptedUpstream:
             await asyncio.sleep(self.stall_s)
         if path == "/v1/models":
             return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "test"}]})
+        if path.startswith("/v1/models/") and request.method == "GET":
+            return JSONResponse({"id": path.rsplit("/", 1)[1], "object": "model", "owned_by": "test"})
         if path == "/v1/echo-size":
             return JSONResponse({"size": len(raw)})
         body = body or {}

@@ -68,7 +68,7 @@ def test_finish_now_appended_as_last_user_turn_in_each_api():
     out, ok = append_user_turn(CHAT, {"messages": [{"role": "tool", "content": "x"}]}, "FINISH")
     assert ok and out["messages"][-1] == {"role": "user", "content": "FINISH"} and len(out["messages"]) == 2
     out, ok = append_user_turn(RESPONSES, {"input": "build it"}, "FINISH")
-    assert ok and [m["content"] for m in out["input"]] == ["build it", "FINISH"]
+    assert ok and out["input"] == "build it\n\nFINISH"  # a string input is one user turn: it stays one
     out, ok = append_user_turn(RESPONSES, {"input": [{"type": "function_call_output", "output": "ok"}]}, "FINISH")
     assert ok and out["input"][-1]["role"] == "user" and len(out["input"]) == 2
     out, ok = append_user_turn(COMPLETIONS, {"prompt": "abc"}, "FINISH")
@@ -77,13 +77,37 @@ def test_finish_now_appended_as_last_user_turn_in_each_api():
     assert not ok  # token ids: nowhere to put text, and the record says so
 
 
+def test_finish_now_joins_a_last_user_turn_never_a_second_one():
+    """Templates that demand strict user/assistant alternation reject two user turns in a row."""
+    system = {"role": "system", "content": "you build pages"}
+    out, ok = append_user_turn(CHAT, {"messages": [system, {"role": "user", "content": "build it", "name": "op"}]}, "FINISH")
+    assert ok and out["messages"] == [system, {"role": "user", "content": "build it\n\nFINISH", "name": "op"}]
+    parts = [{"type": "text", "text": "build it"}, {"type": "image_url", "image_url": {"url": "data:,"}}]
+    out, ok = append_user_turn(CHAT, {"messages": [{"role": "user", "content": parts}]}, "FINISH")
+    assert ok and out["messages"] == [{"role": "user", "content": [*parts, {"type": "text", "text": "FINISH"}]}]
+    assert len(parts) == 2  # the input is never mutated
+    out, ok = append_user_turn(CHAT, {"messages": [{"role": "assistant", "content": "done?"}]}, "FINISH")
+    assert ok and [m["role"] for m in out["messages"]] == ["assistant", "user"]
+    out, ok = append_user_turn(CHAT, {"messages": []}, "FINISH")
+    assert ok and out["messages"] == [{"role": "user", "content": "FINISH"}]
+    # Responses input items, as Codex CLI sends them (developer item, then the user's).
+    developer = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "rules"}]}
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "build it"}]}
+    out, ok = append_user_turn(RESPONSES, {"input": [developer, user]}, "FINISH")
+    assert ok and out["input"] == [developer, {**user, "content": [*user["content"], {"type": "input_text", "text": "FINISH"}]}]
+    out, ok = append_user_turn(RESPONSES, {"input": [{"role": "user", "content": "build it"}]}, "FINISH")
+    assert ok and out["input"] == [{"role": "user", "content": "build it\n\nFINISH"}]
+    out, ok = append_user_turn(RESPONSES, {"input": [developer]}, "FINISH")
+    assert ok and out["input"] == [developer, {"type": "message", "role": "user", "content": "FINISH"}]
+
+
 def test_rewrite_request_all_together():
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 99999}
     rw = rewrite_request(CHAT, body, model="served", sampling={"temperature": 0.7}, answer_limit=4096,
                          finish_now_text="stop now")
     assert rw.body["model"] == "served" and rw.body["temperature"] == 0.7 and rw.body["max_tokens"] == 4096
     assert rw.body["stream_options"] == {"include_usage": True} and rw.hide_usage
-    assert rw.injected and rw.body["messages"][-1]["content"] == "stop now"
+    assert rw.injected and rw.body["messages"] == [{"role": "user", "content": "hi\n\nstop now"}]
     assert rw.shortened_why and body["max_tokens"] == 99999 and len(body["messages"]) == 1
     assert rw.changes["model"].requested == "gpt-4o"
 

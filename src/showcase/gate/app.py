@@ -27,9 +27,11 @@ from starlette.types import Receive, Scope, Send
 
 from showcase.gate.config import GateConfig
 from showcase.gate.log import FieldChange, GateLogLine, GateRecorder, GateStats, utc_now
-from showcase.gate.rewrite import ABSENT, GENERATION_APIS, MODELS, Rewrite, classify, rewrite_request
+from showcase.gate.rewrite import ABSENT, GENERATION_APIS, OTHER, SERVED_METHODS, Rewrite, classify, rewrite_request
 from showcase.gate.transport import AsyncioBackend, connection_refused
-from showcase.gate.stream import AnswerFacts, StreamTap, error_object, read_answer, stream_error_event
+from showcase.gate.stream import (
+    AnswerFacts, EventTooLarge, StreamTap, error_object, read_answer, stream_end, stream_error_event,
+)
 
 # Never forwarded upstream: hop-by-hop headers, the client's key, and what we set ourselves.
 _DROP_UPSTREAM = frozenset(
@@ -41,6 +43,7 @@ _DROP_DOWNSTREAM = frozenset(
 )
 # What can go wrong on the way to the upstream and back (httpcore's own exceptions, plus the OS's).
 _TRANSPORT_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, OSError)
+_TIMER_SLACK_S = 0.05  # a bound that fired this close to a deadline was that deadline's
 
 
 def _json_bytes(obj: Any) -> bytes:
@@ -56,6 +59,17 @@ def _parse_json(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return json.loads(body)
+
+
+class _Live:
+    """One answer under way: its deadline, the bound it waits under now, and why it must end."""
+
+    __slots__ = ("deadline", "timeout", "cut")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline  # the serving loop's time at which the answer is cut
+        self.timeout: asyncio.Timeout | None = None  # set while waiting for the upstream
+        self.cut: tuple[str, str] | None = None  # (error code, why) once it must end
 
 
 class _GateApp:
@@ -79,7 +93,9 @@ class Gate:
     ) -> None:
         self.config = config
         self.clock = clock
-        self.recorder = GateRecorder(config.log_dir, keep_bodies=config.keep_bodies)
+        self.recorder = GateRecorder(config.log_dir, keep_bodies=config.keep_bodies,
+                                     max_body_bytes=config.limits.max_stored_body_bytes,
+                                     max_total_bytes=config.limits.max_stored_bytes)
         now = utc_now()
         self.stats = GateStats(started_at=now, updated_at=now)
         self.last_request_id: str | None = None
@@ -88,6 +104,8 @@ class Gate:
         self._stopped = False
         self._refuse_tools_when_stopped = True
         self._pool: httpcore.AsyncConnectionPool | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the serving loop, for the hard stop's cut
+        self._live: set[_Live] = set()
         upstream = urlsplit(config.upstream)
         self._upstream_host = upstream.netloc.rpartition("@")[2].encode("idna")
         # The upstream's origin, parsed once (not once per request).
@@ -115,11 +133,18 @@ class Gate:
         return None if self._t0 is None else self.clock() - self._t0
 
     def hard_stop(self, refuse_tools: bool = True) -> None:
-        """Refuse every model request from now on (and the extra routes too, unless told not to)."""
+        """Refuse every model request from now on (and the extra routes too, unless told not to),
+        and cut every answer still under way. Safe to call from any thread."""
         self._stopped = True
         self._refuse_tools_when_stopped = refuse_tools
         self.stats.hard_stopped = True
         self._write_stats()
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._cut_live, "run_over", "the run's hard stop passed")
+            except RuntimeError:  # the loop closed in between: nothing is under way any more
+                pass
 
     def _is_stopped(self) -> bool:
         if not self._stopped and self.config.hard_stop_after_s is not None:
@@ -147,6 +172,8 @@ class Gate:
         self.recorder.close()
 
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
         if scope["type"] != "http" or any(route.matches(scope)[0] != Match.NONE for route in self._tool_routes):
             await self._tools_app(scope, receive, send)
             return
@@ -208,39 +235,65 @@ class Gate:
         self.stats.last_request_id = line.id
         body = b""
         try:
-            body = await request.body()
-            line.bytes_in = len(body)
-            if self._is_stopped():
-                return self._refuse(line, arrived, body, 403, "run_over", "hard stop",
-                                    "the run's hard stop has passed; the gate refuses every request")
+            # Everything that can refuse a request is decided from its head alone: a body is
+            # read only once the request is known to be one the gate will forward.
             if not self._key_ok(request):
-                return self._refuse(line, arrived, body, 401, "invalid_api_key", "wrong or missing key",
+                return self._refuse(line, arrived, request, 401, "invalid_api_key", "wrong or missing key",
                                     "wrong or missing API key (send the run's key as 'Authorization: Bearer KEY')")
+            if self._is_stopped():
+                return self._refuse(line, arrived, request, 403, "run_over", "hard stop",
+                                    "the run's hard stop has passed; the gate refuses every request")
             api = classify(line.path)
             line.api = api
             if api is None:
-                return self._refuse(line, arrived, body, 404, "not_found", "path outside the API",
+                return self._refuse(line, arrived, request, 404, "not_found", "path outside the API",
                                     f"{line.path} is outside the API; the gate serves /v1/ only")
+            if api == OTHER:
+                return self._refuse(line, arrived, request, 404, "not_served", "path not served",
+                                    f"{line.path} is not served: the gate answers POST /v1/chat/completions, "
+                                    "/v1/completions, /v1/responses and GET /v1/models only")
+            if line.method not in SERVED_METHODS[api]:
+                return self._refuse(line, arrived, request, 405, "method_not_allowed", "method not allowed",
+                                    f"{line.method} {line.path} is not served; use {' or '.join(SERVED_METHODS[api])}")
+            cap = self.config.limits.max_request_bytes
+            read = await self._read_body(request, cap)
+            if read is None:
+                return self._refuse(line, arrived, request, 413, "request_too_large", f"body over {cap} bytes",
+                                    f"the request body is larger than the gate's {cap}-byte cap")
+            body = read
+            line.bytes_in = len(body)
             rewrite = None
             send = body
-            if body and api != MODELS and request.method in ("POST", "PUT", "PATCH"):
+            if api in GENERATION_APIS:
                 try:
-                    parsed = _parse_json(body)
+                    parsed = _parse_json(body) if body else None
                 except (ValueError, UnicodeDecodeError):
                     parsed = None
-                if isinstance(parsed, dict):
-                    rewrite = self._rewrite(api, parsed, line)
-                    send = _json_bytes(rewrite.body)
-                elif api in GENERATION_APIS:
-                    return self._refuse(line, arrived, body, 400, "invalid_body", "body not a JSON object",
+                if not isinstance(parsed, dict):
+                    return self._refuse(line, arrived, body, 400, "invalid_body",
+                                        "empty body" if not body else "body not a JSON object",
                                         "the request body must be one JSON object")
-            elif api in GENERATION_APIS and request.method == "POST":
-                return self._refuse(line, arrived, body, 400, "invalid_body", "empty body",
-                                    "the request body must be one JSON object")
+                rewrite = self._rewrite(api, parsed, line)
+                send = _json_bytes(rewrite.body)
             return await self._forward(request, line, arrived, api, body, send, rewrite)
         except Exception as exc:  # a gate bug must cost one answer, never the gate or the record
             line.error = f"gate fault: {exc.__class__.__name__}: {exc}"
             return self._answer_error(line, arrived, body, 500, "gate_error", line.error)
+
+    @staticmethod
+    async def _read_body(request: Request, cap: int) -> bytes | None:
+        """The whole body, or None as soon as it is known to pass `cap` (the rest is never read)."""
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            return None
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > cap:
+                return None
+            parts.append(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _rewrite(self, api: str, parsed: dict[str, Any], line: GateLogLine) -> Rewrite:
         cfg = self.config
@@ -265,15 +318,72 @@ class Gate:
                 self.stats.finish_now_first_at = line.time
         return rewrite
 
+    # ----- cutting answers -------------------------------------------------------------------
+
+    def _cut_live(self, code: str, why: str) -> None:
+        """In the serving loop: end every answer still under way (the hard stop)."""
+        loop = asyncio.get_running_loop()
+        for live in list(self._live):
+            if live.cut is None:
+                live.cut = (code, why)
+            if live.timeout is not None and not live.timeout.expired():
+                live.timeout.reschedule(loop.time())
+
+    def _cut_due(self, live: _Live, loop: asyncio.AbstractEventLoop, slack: float = 0.0) -> tuple[str, str] | None:
+        """Whether this answer must end now, and why (the hard stop, or its own time cap).
+
+        `slack`: after a bound fired, what counts as "at" the deadline (timers fire a tick early)."""
+        if live.cut is None:
+            after = self.config.hard_stop_after_s
+            elapsed = self.elapsed()
+            if self._is_stopped() or (slack and after is not None and elapsed is not None and elapsed >= after - slack):
+                live.cut = ("run_over", "the run's hard stop passed")
+            elif loop.time() >= live.deadline - slack:
+                live.cut = ("answer_too_long", f"answer still running at the {self.config.limits.answer_s:g} s cap on one answer")
+        return live.cut
+
+    def _wait_s(self, live: _Live, loop: asyncio.AbstractEventLoop, bound: float) -> float:
+        """`bound`, shortened to what is left of the answer's time and of the run."""
+        wait = min(bound, live.deadline - loop.time())
+        after = self.config.hard_stop_after_s
+        elapsed = self.elapsed()
+        if after is not None and elapsed is not None:
+            wait = min(wait, after - elapsed)
+        return max(wait, 0.0)
+
+    def _mark_cut(self, line: GateLogLine, why: str) -> None:
+        line.shortened = True
+        line.shortened_why = f"{line.shortened_why}; answer cut: {why}" if line.shortened_why else f"answer cut: {why}"
+        line.error = f"answer cut: {why}"
+
+    # ----- the upstream ----------------------------------------------------------------------
+
     async def _forward(
         self, request: Request, line: GateLogLine, arrived: float, api: str,
         body: bytes, send: bytes, rewrite: Rewrite | None,
     ) -> Response:
+        loop = asyncio.get_running_loop()
+        live = _Live(loop.time() + self.config.limits.answer_s)
+        self._live.add(live)
+        handed_over = False
+        try:
+            response = await self._forward_live(request, line, arrived, api, body, send, rewrite, live, loop)
+            handed_over = isinstance(response, StreamingResponse)
+            return response
+        finally:
+            if not handed_over:
+                self._live.discard(live)
+
+    async def _forward_live(
+        self, request: Request, line: GateLogLine, arrived: float, api: str,
+        body: bytes, send: bytes, rewrite: Rewrite | None, live: _Live, loop: asyncio.AbstractEventLoop,
+    ) -> Response:
         t = self.config.upstream_timeout_s
+        limits = self.config.limits
         headers = [(k, v) for k, v in request.headers.raw if k not in _DROP_UPSTREAM]
         headers.append((b"host", self._upstream_host))
         headers.append((b"accept-encoding", b"identity"))
-        if send or request.method in ("POST", "PUT", "PATCH"):
+        if send or request.method == "POST":
             headers.append((b"content-length", str(len(send)).encode()))
         if self.config.api_key_upstream:
             headers.append((b"authorization", f"Bearer {self.config.api_key_upstream}".encode()))
@@ -284,7 +394,7 @@ class Gate:
         )
         bodies = (body, send if rewrite is not None and send != body else None)
         try:
-            async with asyncio.timeout(t.first_byte_s):
+            async with asyncio.timeout(self._wait_s(live, loop, t.first_byte_s)) as live.timeout:
                 upstream = await self.pool.handle_async_request(upstream_request)
         except httpcore.ConnectTimeout as exc:
             return self._upstream_fault(line, arrived, bodies, 504, "upstream_unreachable",
@@ -297,11 +407,16 @@ class Gate:
             return self._upstream_fault(line, arrived, bodies, 502, "upstream_unreachable",
                                         f"cannot connect to the upstream: {reason}")
         except (TimeoutError, httpcore.TimeoutException):
+            cut = self._cut_due(live, loop, _TIMER_SLACK_S)
+            if cut is not None:
+                return self._cut_answer(line, arrived, bodies, cut)
             return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
                                         f"upstream sent no answer within {t.first_byte_s:g} s")
         except _TRANSPORT_ERRORS as exc:
             return self._upstream_fault(line, arrived, bodies, 502, "upstream_closed",
                                         f"upstream closed the connection before answering: {exc.__class__.__name__} {exc}")
+        finally:
+            live.timeout = None
         line.first_byte_ms = (time.perf_counter() - arrived) * 1000
         out_headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                        for k, v in upstream.headers if k.lower() not in _DROP_DOWNSTREAM}
@@ -310,15 +425,16 @@ class Gate:
         if status < 400 and out_headers.get("content-type", "").startswith("text/event-stream"):
             line.stream = True
             line.status = status
-            tap = StreamTap(api, hide_usage=rewrite.hide_usage if rewrite else False)
+            tap = StreamTap(api, hide_usage=rewrite.hide_usage if rewrite else False, max_event_bytes=limits.max_event_bytes)
             started = [False]
             response = StreamingResponse(
-                self._pipe(upstream, tap, line, arrived, bodies, started), status_code=status, headers=out_headers
+                self._pipe(upstream, tap, line, arrived, bodies, started, live), status_code=status, headers=out_headers
             )
 
             async def if_unstarted() -> None:
                 # The client left before the stream's first read: the pipe never ran its finally.
                 if not started[0]:
+                    self._live.discard(live)
                     line.client_gone = True
                     self._finish(line, arrived, bodies, b"", "response.sse", api, tap.facts)
                     with anyio.CancelScope(shield=True):
@@ -326,17 +442,32 @@ class Gate:
 
             response.gate_if_unstarted = if_unstarted  # type: ignore[attr-defined]
             return response
+        parts: list[bytes] = []
+        size = 0
+        cut: tuple[str, str] | None = None
         try:
-            async with asyncio.timeout(t.first_byte_s):
-                content = await upstream.aread()
+            chunks = upstream.aiter_stream()
+            async with asyncio.timeout(self._wait_s(live, loop, t.first_byte_s)) as live.timeout:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    if size > limits.max_answer_bytes:
+                        cut = ("answer_too_large", f"answer passed the {limits.max_answer_bytes}-byte cap on one answer")
+                        break
+                    parts.append(chunk)
         except (TimeoutError, httpcore.TimeoutException):
-            return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
-                                        f"upstream body did not arrive within {t.first_byte_s:g} s")
+            cut = self._cut_due(live, loop, _TIMER_SLACK_S)
+            if cut is None:
+                return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
+                                            f"upstream body did not arrive within {t.first_byte_s:g} s")
         except _TRANSPORT_ERRORS as exc:
             return self._upstream_fault(line, arrived, bodies, 502, "upstream_reset",
                                         f"upstream connection reset while sending the body: {exc.__class__.__name__}")
         finally:
+            live.timeout = None
             await upstream.aclose()
+        if cut is not None:
+            return self._cut_answer(line, arrived, bodies, cut)
+        content = parts[0] if len(parts) == 1 else b"".join(parts)
         line.status = status
         if status >= 400:
             text = content.decode("utf-8", "replace")
@@ -355,37 +486,69 @@ class Gate:
             background=BackgroundTask(self._finish_after, line, arrived, bodies, content, "response.json", api),
         )
 
+    def _cut_answer(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
+                    cut: tuple[str, str]) -> Response:
+        """A non-streamed answer ended by a cap or the hard stop: an API error that says which."""
+        code, why = cut
+        self._mark_cut(line, why)
+        status = {"run_over": 403, "answer_too_long": 504}.get(code, 502)
+        return self._answer_error(line, arrived, bodies, status, code, line.error or why)
+
     async def _pipe(self, upstream: httpcore.Response, tap: StreamTap, line: GateLogLine, arrived: float,
-                    bodies: tuple[bytes, bytes | None], started: list[bool]):
-        """Pass a stream on event by event; a fault mid-stream becomes an error event, then the end."""
+                    bodies: tuple[bytes, bytes | None], started: list[bool], live: _Live):
+        """Pass a stream on event by event; a fault or a cut becomes an error event, then the end."""
         started[0] = True
+        loop = asyncio.get_running_loop()
         stall = self.config.upstream_timeout_s.stall_s
+        limits = self.config.limits
+        keep_up_to = limits.max_stored_body_bytes if self.recorder.keep_bodies else 0
         received: list[bytes] = []
+        size = 0
         chunks = upstream.aiter_stream()
         ended = False
         fault: tuple[str, str] | None = None
         try:
             while True:
+                if self._cut_due(live, loop) is not None:
+                    break
                 try:
-                    async with asyncio.timeout(stall):
+                    async with asyncio.timeout(self._wait_s(live, loop, stall)) as live.timeout:
                         chunk = await anext(chunks)
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
-                    fault = ("upstream_stall", f"upstream stalled: no bytes for {stall:g} s mid-stream")
+                    if self._cut_due(live, loop, _TIMER_SLACK_S) is None:
+                        fault = ("upstream_stall", f"upstream stalled: no bytes for {stall:g} s mid-stream")
                     break
                 except (*_TRANSPORT_ERRORS, httpcore.TimeoutException) as exc:
                     fault = ("upstream_reset", f"upstream connection reset mid-stream: {exc.__class__.__name__} {exc}".strip())
                     break
-                received.append(chunk)
-                out = tap.feed(chunk)
+                finally:
+                    live.timeout = None
+                size += len(chunk)
+                if size <= keep_up_to:
+                    received.append(chunk)
+                if size > limits.max_answer_bytes:
+                    live.cut = ("answer_too_large", f"answer passed the {limits.max_answer_bytes}-byte cap on one answer")
+                    break
+                try:
+                    out = tap.feed(chunk)
+                except EventTooLarge as exc:
+                    live.cut = ("event_too_large", f"{exc} (cap {limits.max_event_bytes} bytes)")
+                    break
                 if out:
                     line.bytes_out += len(out)
                     yield out
-            tail = tap.flush()
+            if live.cut is not None:
+                self._mark_cut(line, live.cut[1])
+                fault = (live.cut[0], line.error or live.cut[1])
             if fault is not None:
-                line.error = fault[1]
-                tail += stream_error_event(line.api or "", fault[1], fault[0])
+                tap.drop()  # half an event must not swallow the error event
+                line.error = line.error or fault[1]
+                api = line.api or ""
+                tail = stream_error_event(api, fault[1], fault[0]) + stream_end(api)
+            else:
+                tail = tap.flush()
             if tail:
                 line.bytes_out += len(tail)
                 yield tail
@@ -393,19 +556,29 @@ class Gate:
         finally:
             # Record first and without awaiting: when the client went away this task is being
             # cancelled, and every await below would be cancelled again.
+            self._live.discard(live)
             line.client_gone = not ended
             if not line.error and tap.facts.error:
                 line.error = f"upstream error in stream: {tap.facts.error}"
-            self._finish(line, arrived, bodies, received, "response.sse", line.api or "", tap.facts)
+            self._finish(line, arrived, bodies, received, "response.sse", line.api or "", tap.facts, answer_size=size)
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
 
     # ----- answers the gate gives itself -----------------------------------------------------
 
-    def _refuse(self, line: GateLogLine, arrived: float, body: bytes, status: int, code: str, why: str,
+    def _refuse(self, line: GateLogLine, arrived: float, body: bytes | Request, status: int, code: str, why: str,
                 message: str) -> Response:
+        """Refused, never forwarded. Given the Request itself, its body was never read: the
+        connection is then closed after the answer rather than the rest of the body read."""
         line.blocked = True
         line.blocked_why = why
+        if isinstance(body, Request):
+            headers = body.headers
+            unread = headers.get("content-length", "0") not in ("0", "") or "transfer-encoding" in headers
+            response = self._answer_error(line, arrived, b"", status, code, message)
+            if unread:
+                response.headers["connection"] = "close"
+            return response
         return self._answer_error(line, arrived, body, status, code, message)
 
     def _upstream_fault(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
@@ -437,7 +610,8 @@ class Gate:
         self._finish(*args)
 
     def _finish(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
-                answer: bytes | list[bytes], answer_suffix: str, api: str, facts: AnswerFacts | None = None) -> None:
+                answer: bytes | list[bytes], answer_suffix: str, api: str, facts: AnswerFacts | None = None,
+                answer_size: int | None = None) -> None:
         """Write the request's bodies, its log line and the stats. Synchronous on purpose (see _pipe)."""
         line.latency_ms = round((time.perf_counter() - arrived) * 1000, 3)
         if line.first_byte_ms is not None:
@@ -449,12 +623,18 @@ class Gate:
             line.answer_tokens = facts.answer_tokens
             line.finish_reason = facts.finish_reason
         request_body, upstream_body = bodies
-        kept = [
-            self.recorder.body(line.id, "request.json", request_body) if request_body else None,
-            self.recorder.body(line.id, "upstream.json", upstream_body) if upstream_body else None,
-            self.recorder.body(line.id, answer_suffix, answer) if answer else None,
-        ]
-        line.bodies = [name for name in kept if name]
+        if answer_size is None:
+            answer_size = len(answer) if isinstance(answer, bytes) else sum(map(len, answer))
+        for suffix, data, size in (("request.json", request_body, len(request_body)),
+                                   ("upstream.json", upstream_body, len(upstream_body or b"")),
+                                   (answer_suffix, answer, answer_size)):
+            if not size:
+                continue
+            name, why = self.recorder.body(line.id, suffix, data, size)
+            if name:
+                line.bodies.append(name)
+            elif why:
+                line.bodies_not_kept.append(f"{line.id}.{suffix}: {why}")
         self._count(line)
         self.recorder.line(line)
         self._write_stats()
@@ -475,6 +655,9 @@ class Gate:
             s.errors += 1
         if line.shortened:
             s.shortened += 1
+        if line.bodies_not_kept:
+            s.bodies_not_kept += len(line.bodies_not_kept)
+        s.bodies_kept_bytes = self.recorder.kept_bytes
         s.prompt_tokens += line.prompt_tokens or 0
         s.answer_tokens += line.answer_tokens or 0
 

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from showcase.errors import UserError
 
@@ -26,6 +26,39 @@ class UpstreamTimeouts(BaseModel):
     )
     stall_s: float = Field(300.0, gt=0, description="longest silence between two chunks once a body flows")
     write_s: float = Field(60.0, gt=0, description="sending the request body upstream")
+
+
+MiB = 1 << 20
+
+
+class GateLimits(BaseModel):
+    """Caps on what one request may cost the gate: what the agent or the upstream send is never
+    taken without a bound, and what goes past one is cut and said so, never waited out."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    max_request_bytes: int = Field(32 * MiB, gt=0)
+    """A request body larger than this is refused with 413, unread past the cap (a coding agent's
+    whole history is a few MB; images inlined as base64 fit too)."""
+
+    max_event_bytes: int = Field(8 * MiB, gt=0)
+    """One server-sent event (up to its blank line) larger than this cuts the stream: the biggest
+    real event is Responses' final `response.completed`, which repeats the whole answer."""
+
+    max_answer_bytes: int = Field(64 * MiB, gt=0)
+    """An answer (streamed or not) larger than this is cut: a 32k-token answer streams a few MB."""
+
+    answer_s: float = Field(3600.0, gt=0)
+    """Wall time from a request's arrival to its answer's last byte; a stream still running then is
+    cut, however steadily it sends (the stall bound only catches silence). A slow local model
+    writing a 32k-token answer at 10 tokens/s needs under an hour."""
+
+    max_stored_body_bytes: int = Field(64 * MiB, gt=0)
+    """A body larger than this is not kept under bodies/; its log line says so."""
+
+    max_stored_bytes: int = Field(1024 * MiB, gt=0)
+    """Bodies kept under bodies/ in all; past it, further bodies are not kept (each line says so).
+    Every request repeats the agent's history, so a long run keeps hundreds of MB."""
 
 
 class GateConfig(BaseModel):
@@ -64,6 +97,7 @@ class GateConfig(BaseModel):
         None, description="PEM file of the CA that signed an HTTPS upstream's certificate (default: certifi's CAs)"
     )
     keep_bodies: bool = Field(True, description="keep each request and response body under log_dir/bodies/")
+    limits: GateLimits = Field(default_factory=GateLimits, description="caps on bodies, events, answers and stored bodies")
 
     @field_validator("upstream")
     @classmethod

@@ -60,13 +60,20 @@ class GateLogLine(BaseModel):
     injected: bool = Field(False, description="the finish-now message was appended to this request")
     blocked: bool = Field(False, description="the gate refused the request (it never reached the upstream)")
     blocked_why: str | None = Field(None, description="why it was refused")
-    shortened: bool = Field(False, description="the request asked for more answer tokens than the answer limit")
-    shortened_why: str | None = Field(None, description="which field asked how much")
+    shortened: bool = Field(
+        False, description="the request asked for more answer tokens than the answer limit, or its answer was cut"
+    )
+    shortened_why: str | None = Field(
+        None, description="which field asked how much; 'answer cut: ...' when a cap or the hard stop ended the answer"
+    )
     error: str | None = Field(None, description="upstream fault (refused, 4xx/5xx, reset, stall), as told to the client")
     client_gone: bool = Field(False, description="the client closed the connection before the answer ended")
     bytes_in: int = Field(0, description="request body size as received")
     bytes_out: int = Field(0, description="answer body size as sent to the client")
     bodies: list[str] = Field(default_factory=list, description="body files kept for this request, relative to the log folder")
+    bodies_not_kept: list[str] = Field(
+        default_factory=list, description="bodies of this request not kept, each with why (over a storage cap)"
+    )
 
 
 class GateStats(BaseModel):
@@ -79,7 +86,9 @@ class GateStats(BaseModel):
     errors: int = Field(0, description="requests that ended in an upstream fault (refused, 4xx/5xx, reset, stall)")
     blocked: int = Field(0, description="requests the gate refused")
     blocked_why: dict[str, int] = Field(default_factory=dict, description="refused requests by reason")
-    shortened: int = Field(0, description="requests whose answer limit was capped")
+    shortened: int = Field(0, description="requests whose answer limit was capped or whose answer was cut")
+    bodies_kept_bytes: int = Field(0, description="bytes of bodies kept under bodies/")
+    bodies_not_kept: int = Field(0, description="bodies not kept because a storage cap was reached")
     prompt_tokens: int = Field(0, description="sum of prompt tokens the upstream reported")
     answer_tokens: int = Field(0, description="sum of answer tokens the upstream reported")
     finish_now_count: int = Field(0, description="requests that got the finish-now message")
@@ -94,7 +103,8 @@ class GateRecorder:
     """Writes the records into one folder. A folder that already holds a gate.log is refused:
     ids would collide and two runs' lines would mix."""
 
-    def __init__(self, log_dir: Path, keep_bodies: bool = True) -> None:
+    def __init__(self, log_dir: Path, keep_bodies: bool = True, max_body_bytes: int | None = None,
+                 max_total_bytes: int | None = None) -> None:
         self.dir = Path(log_dir)
         self._dir_str = str(self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -104,6 +114,9 @@ class GateRecorder:
         if self.log_path.exists() and self.log_path.stat().st_size > 0:
             raise UserError(f"{self.log_path} already holds a gate log; give the gate an empty log folder")
         self.keep_bodies = keep_bodies
+        self.max_body_bytes = max_body_bytes
+        self.max_total_bytes = max_total_bytes
+        self.kept_bytes = 0  # handed over to be kept so far (counted here, not when written)
         if keep_bodies:
             self.bodies_dir.mkdir(exist_ok=True)
         self._log = open(self.log_path, "a", encoding="utf-8")
@@ -116,12 +129,21 @@ class GateRecorder:
         """Where a body will be kept, relative to the log folder (None when bodies are off)."""
         return f"{BODIES_DIR}/{request_id}.{suffix}" if self.keep_bodies else None
 
-    def body(self, request_id: str, suffix: str, data: bytes | list[bytes]) -> str | None:
-        """Keep one body (written in the background); returns its name relative to the log folder."""
+    def body(self, request_id: str, suffix: str, data: bytes | list[bytes], size: int) -> tuple[str | None, str | None]:
+        """Keep one body of `size` bytes (written in the background).
+
+        Returns (its name relative to the log folder, None), or (None, why it was not kept) when
+        it passes a cap; (None, None) when bodies are off."""
         name = self.body_name(request_id, suffix)
-        if name is not None:
-            self._queue.put(("body", f"{self._dir_str}/{name}", data))
-        return name
+        if name is None:
+            return None, None
+        if self.max_body_bytes is not None and size > self.max_body_bytes:
+            return None, f"{size} bytes, over the {self.max_body_bytes}-byte cap on one stored body"
+        if self.max_total_bytes is not None and self.kept_bytes + size > self.max_total_bytes:
+            return None, f"{size} bytes; the {self.max_total_bytes}-byte cap on all stored bodies is reached"
+        self.kept_bytes += size
+        self._queue.put(("body", f"{self._dir_str}/{name}", data))
+        return name, None
 
     def line(self, line: GateLogLine) -> None:
         """Hand over a finished line (serialised in the writer thread: nothing changes it any more)."""

@@ -12,6 +12,9 @@ RESPONSES = "responses"
 MODELS = "models"
 OTHER = "other"
 GENERATION_APIS = (CHAT, COMPLETIONS, RESPONSES)
+# What a coding agent needs, and all the gate forwards: anything else (files, batches, deleting a
+# model, ...) would spend the operator's key beyond the run's settings.
+SERVED_METHODS = {CHAT: ("POST",), COMPLETIONS: ("POST",), RESPONSES: ("POST",), MODELS: ("GET",)}
 
 # Which field holds the answer limit in each generation API; chat knows two names.
 ANSWER_LIMIT_FIELDS = {
@@ -132,13 +135,32 @@ def ask_stream_usage(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Ch
     return out, {"stream_options.include_usage": Change(asked, True)}, True
 
 
+def _merged_content(content: Any, text: str, part_type: str) -> Any:
+    """A user turn's content with `text` added at its end (None if that content has no place for it)."""
+    if isinstance(content, str):
+        return f"{content}\n\n{text}" if content else text
+    if isinstance(content, list):
+        return [*content, {"type": part_type, "text": text}]
+    return None
+
+
 def append_user_turn(api: str, body: dict[str, Any], text: str) -> tuple[dict[str, Any], bool]:
-    """Append `text` as the last user turn. Returns the new body and whether it could be placed."""
+    """Put `text` in the last user turn. Returns the new body and whether it could be placed.
+
+    When the conversation already ends with a user turn, the text joins that turn: a second user
+    turn in a row breaks chat templates that demand strict user/assistant alternation.
+    """
     out = dict(body)
     if api == CHAT:
         messages = body.get("messages")
         if not isinstance(messages, list):
             return body, False
+        last = messages[-1] if messages else None
+        if isinstance(last, dict) and last.get("role") == "user":
+            merged = _merged_content(last.get("content"), text, "text")
+            if merged is not None:
+                out["messages"] = [*messages[:-1], {**last, "content": merged}]
+                return out, True
         out["messages"] = [*messages, {"role": "user", "content": text}]
         return out, True
     if api == RESPONSES:
@@ -147,9 +169,13 @@ def append_user_turn(api: str, body: dict[str, Any], text: str) -> tuple[dict[st
         if given is None:
             out["input"] = [turn]
         elif isinstance(given, str):
-            out["input"] = [{"type": "message", "role": "user", "content": given}, turn]
+            out["input"] = _merged_content(given, text, "input_text")
         elif isinstance(given, list):
-            out["input"] = [*given, turn]
+            last = given[-1] if given else None
+            merged = None
+            if isinstance(last, dict) and last.get("role") == "user" and last.get("type", "message") == "message":
+                merged = _merged_content(last.get("content"), text, "input_text")
+            out["input"] = [*given[:-1], {**last, "content": merged}] if merged is not None else [*given, turn]
         else:
             return body, False
         return out, True

@@ -85,39 +85,80 @@ def read_answer(api: str, body: bytes) -> AnswerFacts:
     return facts
 
 
+class EventTooLarge(Exception):
+    """One event grew past the per-event cap without its blank line."""
+
+
 class StreamTap:
     """Feed upstream SSE bytes in, get the bytes to pass on out; facts collect on the way.
+
+    Linear in the stream's length: each chunk is scanned once (with the 3 bytes before it, where
+    an event end may straddle two chunks) and an unfinished event is kept as a list of chunks,
+    joined once when its end arrives, never recopied per chunk. An event larger than
+    `max_event_bytes` raises EventTooLarge.
 
     With `hide_usage`, the usage-only chunk the gate asked for (choices empty, usage set) is
     dropped so a client that did not ask never sees it.
     """
 
-    def __init__(self, api: str, hide_usage: bool) -> None:
+    def __init__(self, api: str, hide_usage: bool, max_event_bytes: int = 8 << 20) -> None:
         self.api = api
         self.hide_usage = hide_usage
+        self.max_event_bytes = max_event_bytes
         self.facts = AnswerFacts()
-        self._pending = b""
+        self._parts: list[bytes] = []  # the unfinished event, as it arrived
+        self._size = 0
+        self._tail = b""  # its last 3 bytes
 
     def feed(self, chunk: bytes) -> bytes:
-        # Scan only the new bytes (and the 3 before, where an event end may straddle two chunks).
-        start = max(0, len(self._pending) - 3)
-        data = self._pending + chunk if self._pending else chunk
-        last_end = 0
         out: list[bytes] = []
-        for match in _EVENT_END.finditer(data, start):
-            event = data[last_end:match.end()]
+        cap = self.max_event_bytes
+        if self._parts:
+            probe = self._tail + chunk
+            match = _EVENT_END.search(probe)
+            if match is None:
+                self._parts.append(chunk)
+                self._size += len(chunk)
+                self._tail = probe[-3:]
+                if self._size > cap:
+                    raise EventTooLarge(f"one event passed {cap} bytes without its end")
+                return b""
+            cut = match.end() - len(self._tail)
+            event = b"".join(self._parts) + chunk[:cut]
+            self._parts, self._size, self._tail = [], 0, b""
+            if len(event) > cap:
+                raise EventTooLarge(f"one event of {len(event)} bytes, over the {cap}-byte cap")
+            if self._keep(event):
+                out.append(event)
+            chunk = chunk[cut:]
+        last_end = 0
+        for match in _EVENT_END.finditer(chunk):
+            if match.end() - last_end > cap:
+                raise EventTooLarge(f"one event of {match.end() - last_end} bytes, over the {cap}-byte cap")
+            event = chunk[last_end:match.end()]
             if self._keep(event):
                 out.append(event)
             last_end = match.end()
-        self._pending = data[last_end:]
+        if last_end < len(chunk):
+            rest = chunk[last_end:]
+            self._parts, self._size, self._tail = [rest], len(rest), rest[-3:]
+            if self._size > cap:
+                raise EventTooLarge(f"one event passed {cap} bytes without its end")
         return b"".join(out)
 
     def flush(self) -> bytes:
         """The unfinished tail at the end of the stream (passed on as is)."""
-        tail, self._pending = self._pending, b""
+        tail = b"".join(self._parts)
+        self._parts, self._size, self._tail = [], 0, b""
         if tail.strip():
             self._keep(tail)
         return tail
+
+    def drop(self) -> int:
+        """Forget the unfinished tail (a cut stream must not glue half an event to its error event)."""
+        dropped = self._size
+        self._parts, self._size, self._tail = [], 0, b""
+        return dropped
 
     def _keep(self, event: bytes) -> bool:
         payload = b"".join(line[5:].lstrip(b" ") for line in event.splitlines() if line.startswith(b"data:"))
@@ -144,3 +185,8 @@ def stream_error_event(api: str, message: str, code: str, sequence_number: int =
         data = {"type": "error", "code": code, "message": message, "param": None, "sequence_number": sequence_number}
         return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
     return b"data: " + json.dumps(error_object(message, "upstream_error", code)).encode() + b"\n\n"
+
+
+def stream_end(api: str) -> bytes:
+    """How that API's stream says it is over, after an error event (chat/completions: [DONE])."""
+    return b"" if api == RESPONSES else b"data: [DONE]\n\n"

@@ -93,21 +93,6 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
             raise httpcore.ConnectError(f"connection refused by {host}:{port}") from last
         raise httpcore.ConnectError(str(last) if last else f"{host}:{port} has no address") from last
 
-
-def connection_refused(exc: BaseException) -> bool:
-    """Whether a connect failure was the upstream refusing (nothing listens), through any wrapping."""
-    seen = 0
-    cause: BaseException | None = exc
-    while cause is not None and seen < 10:
-        if (isinstance(cause, ConnectionRefusedError) or getattr(cause, "errno", None) == errno.ECONNREFUSED
-                or "refused" in str(cause).lower()):
-            return True
-        if isinstance(cause, BaseExceptionGroup):
-            return any(connection_refused(sub) for sub in cause.exceptions)
-        cause = cause.__cause__ or cause.__context__
-        seen += 1
-    return False
-
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
                                   socket_options: Any = None) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
@@ -126,3 +111,18 @@ def connection_refused(exc: BaseException) -> bool:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """Whether a connect failure was the upstream refusing (nothing listens), through any wrapping."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 10:
+        if (isinstance(cause, ConnectionRefusedError) or getattr(cause, "errno", None) == errno.ECONNREFUSED
+                or "refused" in str(cause).lower()):
+            return True
+        if isinstance(cause, BaseExceptionGroup):
+            return any(connection_refused(sub) for sub in cause.exceptions)
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return False
