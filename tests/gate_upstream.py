@@ -2,14 +2,22 @@
 
 What it does is chosen per request by the `x-script` header (the gate passes headers through):
 ok (default), tool, error400, error500, html502, reset (stream breaks after two events), stall (stream
-goes silent), slow (headers late). Every request it receives is kept in `.received` so tests
-check what the gate actually sent upstream.
+goes silent), slow (headers late), and the hostile ones: endless (an event every 0.1 s, for a
+minute), flood (events as fast as it can, for a minute), bigevent (one event of `x-size` bytes,
+64 MiB by default, in 64 KiB chunks), huge (a non-streamed answer of `x-size` bytes), hold (two
+events, then silence for a minute); codex (Responses: the events Codex CLI reads, with a reasoning
+item and two parallel tool calls). Every request it receives is kept in `.received` so tests
+check what the gate actually sent upstream; `.sent` counts the bytes of each bigevent stream.
 """
 
 import asyncio
 import json
 import threading
 import time
+from pathlib import Path
+
+import openai
+import pytest
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -23,6 +31,7 @@ USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 class ScriptedUpstream:
     def __init__(self, stall_s: float = 3.0) -> None:
         self.received: list[dict] = []
+        self.sent: list[int] = []
         self.stall_s = stall_s
         self._lock = threading.Lock()
         self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST", "DELETE"])])
@@ -50,6 +59,11 @@ class ScriptedUpstream:
             return Response("<html><body>Bad Gateway</body></html>", 502, media_type="text/html")
         if script == "slow":
             await asyncio.sleep(self.stall_s)
+        if script == "huge":
+            return Response(b'{"pad": "' + b"x" * int(request.headers.get("x-size", 1 << 20)) + b'"}',
+                            media_type="application/json")
+        if script in ("endless", "flood", "bigevent", "hold"):
+            return StreamingResponse(self._hostile(script, request), media_type="text/event-stream")
         if path == "/v1/models":
             return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "test"}]})
         if path.startswith("/v1/models/") and request.method == "GET":
@@ -68,6 +82,11 @@ class ScriptedUpstream:
                                  "choices": [{"index": 0, "text": " world", "finish_reason": "length", "logprobs": None}],
                                  "usage": USAGE})
         if path == "/v1/responses":
+            if script == "codex":
+                events = self._codex_events(body)
+                if body.get("stream"):
+                    return self._sse(events, "ok")
+                return JSONResponse(events[-1]["response"])
             if body.get("stream"):
                 return self._sse(self._response_events(), script)
             return JSONResponse(self._response_object())
@@ -141,6 +160,61 @@ class ScriptedUpstream:
             {"type": "response.completed", "sequence_number": 3, "response": self._response_object()},
         ]
 
+    def _codex_events(self, body: dict) -> list[dict]:
+        """A reasoning item, then two function calls in one turn (parallel tool calls), as Codex reads them."""
+        reasoning = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "plan"}],
+                     "encrypted_content": "opaque-blob"}
+        calls = [{"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "shell",
+                  "arguments": json.dumps({"command": ["bash", "-lc", command]}), "status": "completed"}
+                 for n, command in ((1, "ls"), (2, "cat game.html"))]
+        usage = {"input_tokens": 900, "output_tokens": 40, "total_tokens": 940,
+                 "input_tokens_details": {"cached_tokens": 512}, "output_tokens_details": {"reasoning_tokens": 16}}
+        final = {**self._response_object(), "output": [reasoning, *calls], "usage": usage,
+                 "parallel_tool_calls": body.get("parallel_tool_calls", True), "store": body.get("store", True),
+                 "reasoning": body.get("reasoning")}
+        created = {**final, "status": "in_progress", "output": [], "usage": None}
+        events: list[dict] = [{"type": "response.created", "response": created},
+                              {"type": "response.in_progress", "response": created}]
+        events += [{"type": "response.output_item.added", "output_index": 0, "item": {**reasoning, "summary": []}},
+                   {"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0,
+                    "summary_index": 0, "delta": "plan"},
+                   {"type": "response.output_item.done", "output_index": 0, "item": reasoning}]
+        for n, call in enumerate(calls, start=1):
+            events += [{"type": "response.output_item.added", "output_index": n, "item": {**call, "arguments": "", "status": "in_progress"}},
+                       {"type": "response.function_call_arguments.delta", "item_id": call["id"], "output_index": n,
+                        "delta": call["arguments"]},
+                       {"type": "response.function_call_arguments.done", "item_id": call["id"], "output_index": n,
+                        "arguments": call["arguments"]},
+                       {"type": "response.output_item.done", "output_index": n, "item": call}]
+        events.append({"type": "response.completed", "response": final})
+        return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+    async def _hostile(self, script: str, request: Request):
+        """Streams no real model sends; each stops by itself within a minute."""
+        chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+                 "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}
+        event = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        deadline = time.monotonic() + 60
+        if script == "bigevent":
+            size = int(request.headers.get("x-size", 64 << 20))
+            piece = b"x" * 65536
+            index = len(self.sent)
+            self.sent.append(0)
+            yield b'data: {"pad": "'
+            while self.sent[index] < size and time.monotonic() < deadline:
+                yield piece
+                self.sent[index] += len(piece)
+                await asyncio.sleep(0)
+            yield b'"}\n\n' + b"data: [DONE]\n\n"
+            return
+        if script == "hold":
+            yield event + event
+            await asyncio.sleep(60)
+            return
+        while time.monotonic() < deadline:
+            yield event * (64 if script == "flood" else 1)
+            await asyncio.sleep(0 if script == "flood" else 0.1)
+
     # ----- the wire --------------------------------------------------------------------------
 
     def _sse(self, events: list[dict], script: str) -> StreamingResponse:
@@ -168,3 +242,85 @@ def wait_until(predicate, timeout_s: float = 5.0) -> bool:
             return True
         time.sleep(0.01)
     return predicate()
+
+
+# ----- a gate in front of it: the rig the gate's tests share ---------------------------------
+
+from showcase.gate.app import create_gate  # noqa: E402
+from showcase.gate.config import GateConfig, UpstreamTimeouts  # noqa: E402
+from showcase.gate.log import GateStats, read_log  # noqa: E402
+from showcase.gate.server import AppServer, GateServer  # noqa: E402
+
+KEY = "run-key-123"
+FINISH = "Time is up: finish now and leave game.html as it is."
+MSG = [{"role": "user", "content": "build a voxel world"}]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    scripted = ScriptedUpstream(stall_s=4.0)
+    with AppServer(scripted.app, ["tcp:127.0.0.1:0"]) as server:
+        scripted.url = f"http://127.0.0.1:{server.tcp_port}/v1"
+        yield scripted
+
+
+class Rig:
+    """One gate in front of the scripted upstream, with its clock, log folder and clients."""
+
+    def __init__(self, upstream, tmp_path: Path, **overrides) -> None:
+        self.upstream = upstream
+        self.clock = FakeClock()
+        self.log_dir = tmp_path / "log"
+        settings = dict(
+            upstream=upstream.url, model=MODEL, key=KEY, log_dir=self.log_dir,
+            sampling={"temperature": 0.6, "top_k": 20, "chat_template_kwargs": {"enable_thinking": True}},
+            sampling_source="sampling.json", answer_limit=4096, finish_now_after_s=5400, finish_now_text=FINISH,
+            hard_stop_after_s=7200, upstream_timeout_s=UpstreamTimeouts(stall_s=1.5, first_byte_s=2.0, connect_s=2),
+        )
+        settings.update(overrides.pop("settings", {}))
+        self.gate = create_gate(GateConfig(**settings), clock=self.clock, **overrides)
+        self.server = GateServer(self.gate, [f"unix:{tmp_path}/gate.sock", "tcp:127.0.0.1:0"]).start()
+        self.base = f"http://127.0.0.1:{self.server.tcp_port}/v1"
+        self.gate.start_clock()
+
+    def sdk(self, key: str = KEY) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.base, api_key=key, max_retries=0, timeout=10)
+
+    def lines(self, n: int):
+        assert wait_until(lambda: (self.log_dir / "gate.log").exists()
+                          and len((self.log_dir / "gate.log").read_text().splitlines()) >= n), "log line missing"
+        return read_log(self.log_dir / "gate.log")
+
+    def stats(self, finished: int) -> GateStats:
+        """gate-stats.json once it counts `finished` requests (it lands just after each log line)."""
+        def read() -> GateStats:
+            return GateStats.model_validate_json((self.log_dir / "gate-stats.json").read_text())
+
+        assert wait_until(lambda: read().requests + read().tool_requests >= finished), "stats not updated"
+        return read()
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+@pytest.fixture
+def rig(upstream, tmp_path):
+    made = []
+
+    def make(**overrides) -> Rig:
+        made.append(Rig(upstream, tmp_path / f"g{len(made)}", **overrides))
+        return made[-1]
+
+    yield make
+    for r in made:
+        r.close()
+
+

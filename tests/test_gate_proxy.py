@@ -20,86 +20,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gate_upstream import MODEL, ScriptedUpstream, wait_until  # noqa: E402
+from gate_upstream import FINISH, KEY, MODEL, MSG, Rig, ScriptedUpstream, rig, upstream, wait_until  # noqa: E402,F401
 
 from showcase.gate.app import create_gate
 from showcase.gate.config import GateConfig, UpstreamTimeouts
 from showcase.gate.log import GateStats, read_log
 from showcase.gate.probe import probe_upstream
 from showcase.gate.server import AppServer, GateServer
-
-KEY = "run-key-123"
-FINISH = "Time is up: finish now and leave game.html as it is."
-MSG = [{"role": "user", "content": "build a voxel world"}]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    scripted = ScriptedUpstream(stall_s=4.0)
-    with AppServer(scripted.app, ["tcp:127.0.0.1:0"]) as server:
-        scripted.url = f"http://127.0.0.1:{server.tcp_port}/v1"
-        yield scripted
-
-
-class Rig:
-    """One gate in front of the scripted upstream, with its clock, log folder and clients."""
-
-    def __init__(self, upstream, tmp_path: Path, **overrides) -> None:
-        self.upstream = upstream
-        self.clock = FakeClock()
-        self.log_dir = tmp_path / "log"
-        settings = dict(
-            upstream=upstream.url, model=MODEL, key=KEY, log_dir=self.log_dir,
-            sampling={"temperature": 0.6, "top_k": 20, "chat_template_kwargs": {"enable_thinking": True}},
-            sampling_source="sampling.json", answer_limit=4096, finish_now_after_s=5400, finish_now_text=FINISH,
-            hard_stop_after_s=7200, upstream_timeout_s=UpstreamTimeouts(stall_s=1.5, first_byte_s=2.0, connect_s=2),
-        )
-        settings.update(overrides.pop("settings", {}))
-        self.gate = create_gate(GateConfig(**settings), clock=self.clock, **overrides)
-        self.server = GateServer(self.gate, [f"unix:{tmp_path}/gate.sock", "tcp:127.0.0.1:0"]).start()
-        self.base = f"http://127.0.0.1:{self.server.tcp_port}/v1"
-        self.gate.start_clock()
-
-    def sdk(self, key: str = KEY) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.base, api_key=key, max_retries=0, timeout=10)
-
-    def lines(self, n: int):
-        assert wait_until(lambda: (self.log_dir / "gate.log").exists()
-                          and len((self.log_dir / "gate.log").read_text().splitlines()) >= n), "log line missing"
-        return read_log(self.log_dir / "gate.log")
-
-    def stats(self, finished: int) -> GateStats:
-        """gate-stats.json once it counts `finished` requests (it lands just after each log line)."""
-        def read() -> GateStats:
-            return GateStats.model_validate_json((self.log_dir / "gate-stats.json").read_text())
-
-        assert wait_until(lambda: read().requests + read().tool_requests >= finished), "stats not updated"
-        return read()
-
-    def close(self) -> None:
-        self.server.stop()
-
-
-@pytest.fixture
-def rig(upstream, tmp_path):
-    made = []
-
-    def make(**overrides) -> Rig:
-        made.append(Rig(upstream, tmp_path / f"g{len(made)}", **overrides))
-        return made[-1]
-
-    yield make
-    for r in made:
-        r.close()
-
 
 def test_chat_non_stream_rewrites_and_records(rig, upstream):
     r = rig()

@@ -5,7 +5,6 @@ event's tail waits for the next chunk.
 """
 
 import json
-import re
 
 import orjson
 from dataclasses import dataclass
@@ -13,7 +12,25 @@ from typing import Any
 
 from showcase.gate.rewrite import RESPONSES
 
-_EVENT_END = re.compile(rb"\r?\n\r?\n")
+
+
+def _event_ends(data: bytes, start: int = 0):
+    """Offsets just past each blank line (an event's end: \n\n, with \r before either \n).
+
+    bytes.find (memchr) jumps from one \n to the next: a regex scans every byte and crawled
+    through a 64 MiB event at a few MB/s."""
+    find = data.find
+    size = len(data)
+    i = find(b"\n", start)
+    while i != -1:
+        j = i + 1
+        if j < size and data[j] == 13:  # \r
+            j += 1
+        if j < size and data[j] == 10:  # \n
+            yield j + 1
+            i = find(b"\n", j + 1)
+        else:
+            i = find(b"\n", i + 1)
 
 
 @dataclass
@@ -115,15 +132,15 @@ class StreamTap:
         cap = self.max_event_bytes
         if self._parts:
             probe = self._tail + chunk
-            match = _EVENT_END.search(probe)
-            if match is None:
+            end = next(_event_ends(probe), None)
+            if end is None:
                 self._parts.append(chunk)
                 self._size += len(chunk)
                 self._tail = probe[-3:]
                 if self._size > cap:
                     raise EventTooLarge(f"one event passed {cap} bytes without its end")
                 return b""
-            cut = match.end() - len(self._tail)
+            cut = end - len(self._tail)
             event = b"".join(self._parts) + chunk[:cut]
             self._parts, self._size, self._tail = [], 0, b""
             if len(event) > cap:
@@ -132,13 +149,13 @@ class StreamTap:
                 out.append(event)
             chunk = chunk[cut:]
         last_end = 0
-        for match in _EVENT_END.finditer(chunk):
-            if match.end() - last_end > cap:
-                raise EventTooLarge(f"one event of {match.end() - last_end} bytes, over the {cap}-byte cap")
-            event = chunk[last_end:match.end()]
+        for end in _event_ends(chunk):
+            if end - last_end > cap:
+                raise EventTooLarge(f"one event of {end - last_end} bytes, over the {cap}-byte cap")
+            event = chunk[last_end:end]
             if self._keep(event):
                 out.append(event)
-            last_end = match.end()
+            last_end = end
         if last_end < len(chunk):
             rest = chunk[last_end:]
             self._parts, self._size, self._tail = [rest], len(rest), rest[-3:]
