@@ -6,8 +6,11 @@ stream still running at the hard stop. Clients are the openai SDK, curl, httpx a
 the upstream is the scripted one (tests/gate_upstream.py), whose `.received` shows what got through.
 """
 
+import fcntl
 import json
 import socket
+import struct
+import termios
 import subprocess
 import sys
 import threading
@@ -32,6 +35,16 @@ def _status_kib(pid: int, field: str) -> int:
         if row.startswith(field + ":"):
             return int(row.split()[1])
     raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def _queued_still(sock: socket.socket) -> bool:
+    """Whether the bytes waiting unread on `sock` stopped growing (for half a second)."""
+    def queued() -> int:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+    before = queued()
+    time.sleep(0.5)
+    return before > 0 and queued() == before
 
 
 def _push_body(port: int, head: bytes, total: int, chunked: bool = False) -> tuple[int, bytes]:
@@ -337,3 +350,25 @@ async def test_the_backend_connects_to_a_unix_socket_upstream(upstream, tmp_path
         assert json.loads(response.content)["data"][0]["id"] == MODEL
         with pytest.raises(httpcore.ConnectError):
             await backend.connect_unix_socket(str(tmp_path / "none.sock"), timeout=2)
+
+
+def test_a_client_that_stops_reading_is_cut_at_the_hard_stop(rig, upstream):
+    """Its stream fills the socket buffers and the gate's send waits: the hard stop still ends it."""
+    r = rig(settings={"upstream_timeout_s": UpstreamTimeouts(stall_s=30, first_byte_s=30)})
+    body = json.dumps({"model": "x", "messages": MSG, "stream": True}).encode()
+    sock = socket.create_connection(("127.0.0.1", r.server.tcp_port), timeout=30)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gate\r\nAuthorization: Bearer " + KEY.encode() +
+                     b"\r\nx-script: flood\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        assert wait_until(lambda: upstream.received and upstream.last()["headers"].get("x-script") == "flood")
+        assert wait_until(lambda: _queued_still(sock), 20)  # every buffer on the way is full: the gate waits to send
+        assert not (r.log_dir / "gate.log").read_text()  # the answer is still under way
+        r.gate.hard_stop()
+        [line] = r.lines(1)  # recorded within the bound, not after the flood's minute (or never)
+        assert line.shortened and "hard stop" in line.shortened_why and line.bytes_out < 64 * MiB
+        # Nearly always the gate was waiting to send: that wait is what the hard stop ended. (If
+        # the hard stop caught it waiting on the upstream, the error event still fit the buffer.)
+        assert line.client_gone == ("stopped reading" in line.shortened_why)
+    finally:
+        sock.close()

@@ -43,6 +43,7 @@ _DROP_DOWNSTREAM = frozenset(
 )
 # What can go wrong on the way to the upstream and back (httpcore's own exceptions, plus the OS's).
 _TRANSPORT_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, OSError)
+_CUT_SEND_GRACE_S = 5.0  # for a cut stream's error event to reach a client that may not read
 _TIMER_SLACK_S = 0.05  # a bound that fired this close to a deadline was that deadline's
 
 
@@ -64,12 +65,13 @@ def _parse_json(body: bytes) -> Any:
 class _Live:
     """One answer under way: its deadline, the bound it waits under now, and why it must end."""
 
-    __slots__ = ("deadline", "timeout", "cut")
+    __slots__ = ("deadline", "timeout", "cut", "send_stuck")
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline  # the serving loop's time at which the answer is cut
         self.timeout: asyncio.Timeout | None = None  # set while waiting for the upstream
         self.cut: tuple[str, str] | None = None  # (error code, why) once it must end
+        self.send_stuck = False  # a send to the client outlived the answer's deadline
 
 
 class _GateApp:
@@ -178,8 +180,15 @@ class Gate:
             await self._tools_app(scope, receive, send)
             return
         response = await self._proxy(Request(scope, receive))
+        live: _Live | None = getattr(response, "gate_live", None)
         try:
-            await response(scope, receive, send)
+            await response(scope, receive, send if live is None else self._bounded_send(send, live))
+        except TimeoutError:
+            if live is None or not live.send_stuck:
+                raise
+            # A client that stopped reading held the stream past its deadline or the hard stop:
+            # end it here (uvicorn closes the connection of an answer left unfinished).
+            await response.body_iterator.aclose()
         finally:
             unstarted = getattr(response, "gate_if_unstarted", None)
             if unstarted is not None:
@@ -356,6 +365,27 @@ class Gate:
         line.shortened_why = f"{line.shortened_why}; answer cut: {why}" if line.shortened_why else f"answer cut: {why}"
         line.error = f"answer cut: {why}"
 
+    def _bounded_send(self, send: Send, live: _Live) -> Send:
+        """`send` to a stream's client, bounded by the answer's deadline and the hard stop: a client
+        that stops reading must not hold the answer (and its upstream connection) for ever."""
+        loop = asyncio.get_running_loop()
+        inf = float("inf")
+
+        async def bounded(message: dict) -> None:
+            # Once cut, only the error event and the end are left to send: a short grace for them.
+            bound = _CUT_SEND_GRACE_S if live.cut is not None else inf
+            try:
+                async with asyncio.timeout(self._wait_s(live, loop, bound)) as live.timeout:
+                    await send(message)
+            except TimeoutError:
+                live.send_stuck = True
+                self._cut_due(live, loop, _TIMER_SLACK_S)
+                raise
+            finally:
+                live.timeout = None
+
+        return bounded
+
     # ----- the upstream ----------------------------------------------------------------------
 
     async def _forward(
@@ -441,6 +471,7 @@ class Gate:
                         await upstream.aclose()
 
             response.gate_if_unstarted = if_unstarted  # type: ignore[attr-defined]
+            response.gate_live = live  # type: ignore[attr-defined]
             return response
         parts: list[bytes] = []
         size = 0
@@ -558,6 +589,8 @@ class Gate:
             # cancelled, and every await below would be cancelled again.
             self._live.discard(live)
             line.client_gone = not ended
+            if not ended and live.cut is not None and not (line.error or "").startswith("answer cut"):
+                self._mark_cut(line, f"{live.cut[1]} (the client had stopped reading)")
             if not line.error and tap.facts.error:
                 line.error = f"upstream error in stream: {tap.facts.error}"
             self._finish(line, arrived, bodies, received, "response.sse", line.api or "", tap.facts, answer_size=size)
