@@ -453,6 +453,18 @@ class RunView:
         return (line + (". " if line else "") + str(note)) if note else (line or None)
 
     @property
+    def refused_entries(self) -> list[str]:
+        """What the host would not read of the agent's files ("game.html was a link: not kept")."""
+        out = []
+        for ev in self.events:
+            if ev.get("event") == "entry_refused":
+                d = ev.get("detail") or {}
+                text = d.get("text") or f"{d.get('file', '?')} was {d.get('reason', 'refused')}: not kept"
+                if text not in out:
+                    out.append(str(text))
+        return out
+
+    @property
     def finalized(self) -> bool:
         """A finished run has its end recorded, a final choice and a check."""
         return not self.unfinished_reasons
