@@ -91,7 +91,7 @@ def open_dir(base: Path | str, rel: str | None = None, *, make: bool = False) ->
             try:
                 nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
-                raise _open_error(rel, exc) from None
+                raise _entry_error(fd, part, rel, exc) from None
             os.close(fd)
             fd = nxt
         yield fd
@@ -99,17 +99,24 @@ def open_dir(base: Path | str, rel: str | None = None, *, make: bool = False) ->
         os.close(fd)
 
 
+def _entry_error(dir_fd: int, name: str, label: str, exc: OSError) -> Exception:
+    """What the entry that failed to open is, told from the entry itself (never followed)."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO):
+        try:
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except OSError:
+            pass
+        else:
+            if stat.S_ISLNK(mode) or exc.errno != errno.ENOTDIR:
+                return Refused(label, _kind(mode))
+    return _open_error(label, exc)
+
+
 def _open_regular(dir_fd: int, name: str, label: str) -> tuple[int, os.stat_result]:
     try:
         fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
-            try:  # say what it is, from the entry itself (never followed)
-                mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-                raise Refused(label, _kind(mode)) from None
-            except OSError:
-                pass
-        raise _open_error(label, exc) from None
+        raise _entry_error(dir_fd, name, label, exc) from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
@@ -150,8 +157,11 @@ def read_regular(base: Path | str, rel: str, cap: int = DEFAULT_PAGE_CAP) -> byt
     """
     parts = _parts(rel)
     folder = "/".join(parts[:-1]) or None
-    with open_dir(base, folder) as dir_fd:
-        return read_file_at(dir_fd, parts[-1], cap, label=rel)
+    try:
+        with open_dir(base, folder) as dir_fd:
+            return read_file_at(dir_fd, parts[-1], cap, label=rel)
+    except Refused as refused:
+        raise Refused(str(rel), refused.reason) from None
 
 
 def read_tail_at(dir_fd: int, name: str, limit: int) -> bytes:
