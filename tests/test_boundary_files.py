@@ -231,3 +231,186 @@ def test_shot_reads_what_it_checks_when_it_checks_it(shot_server, tmp_path):
     (work / "game.html").unlink()
     (work / "game.html").symlink_to("/proc/self/environ")
     assert "a link" in shot(url, "game.html")["error"]["message"]
+
+
+# --------------------------------------------------------------------------------- whole runs
+
+SHOWCASE = [sys.executable, "-m", "showcase.cli"]
+
+
+def _demo_page() -> str:
+    from showcase.paths import TASKS_DIR
+
+    return (TASKS_DIR / "voxel" / "demo" / "pages" / "v1.html").read_text()
+
+
+def shell(command: str) -> dict:
+    return {"name": "shell", "arguments": {"command": command}}
+
+
+def turn(content: str, *calls: dict) -> dict:
+    return {"content": content, "tool_calls": list(calls)}
+
+
+def run_watched(args: list[str], env: dict, timeout: float) -> tuple[subprocess.CompletedProcess, int]:
+    """Run showcase as its own process; return it and its peak resident memory (VmHWM, bytes)."""
+    proc = subprocess.Popen(SHOWCASE + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
+    peak = [0]
+
+    def sample() -> None:
+        while proc.poll() is None:
+            try:
+                for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak[0] = max(peak[0], int(line.split()[1]) * 1024)
+            except OSError:
+                return
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate(timeout=timeout)
+    sampler.join(5)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), peak[0]
+
+
+def attack_script(secret_path: Path, host_folder: Path) -> dict:
+    """A Latin-1 page that loads, then every link, FIFO and size attack on the host's reads of
+    /work and /logs; the run ends with a 1 GiB sparse game.html."""
+    latin1 = (
+        "python3 -c \"d=open('good.html','rb').read().replace(b'<title>', b'<title>Caf\\xe9 ', 1); "
+        "open('game.html','wb').write(d)\""
+    )
+    page_attacks = "; ".join([
+        f"ln -sf {secret_path} game.html", "sleep 7",
+        "ln -sf /proc/self/environ game.html", "sleep 7",
+        "rm -f game.html", "ln -s game.html game.html", "sleep 7",
+        "rm -f game.html", "mkfifo game.html", "sleep 7",
+        "rm -f game.html", "ln -s /dev/zero game.html", "sleep 7",
+        "rm -f game.html", "truncate -s 1G game.html", "sleep 7",
+        "ls -la",
+    ])
+    shot_race = "; ".join([
+        "mkdir -p sub", "cp good.html sub/environ",
+        "(shot.sh good.html > shot1.txt 2>&1 &)", "sleep 1",
+        "(shot.sh sub/environ > shot2.txt 2>&1 &)", "sleep 1",
+        "mv sub sub.old", "ln -s /proc/self sub",
+        "for i in $(seq 240); do grep -q . shot2.txt 2>/dev/null && grep -q screenshot shot1.txt && break; sleep 0.5; done",
+        "cat shot1.txt shot2.txt",
+        "rm -rf shots", f"ln -s {host_folder} shots", "shot.sh good.html",
+    ])
+    logs = "; ".join([
+        "truncate -s 64G /logs/huge.log", f"ln -s {secret_path} /logs/secret.log", "mkfifo /logs/fifo.log",
+        "ln -s /dev/zero /logs/zero.log", "ls -la /logs",
+    ])
+    return {
+        "model": "replay-attacks",
+        "turns": [
+            turn("A page.", {"name": "write_file", "arguments": {"path": "good.html", "content": _demo_page()}}),
+            turn("Latin-1.", shell(latin1)),
+            turn("Now the host's page reads.", shell(page_attacks)),
+            turn("Now shot.sh.", shell(shot_race)),
+            turn("Now /logs.", shell(logs)),
+        ],
+        "final": {"content": "DONE"},
+    }
+
+
+def test_a_run_under_every_file_attack(docker_engine, tmp_path, secret_file):
+    """One run, every attack on the host's reads and writes of /work and /logs (they do not
+    interfere): the secret (a root-only host file, and the upstream key in showcase's own
+    environment) lands in no file of the run folder, the Latin-1 page before the attacks counts,
+    each refusal is an event and a line of the report, memory stays bounded, and `finalize` run
+    again gives the same files."""
+    from showcase.replay import ReplayServer
+
+    secret_path, secret = secret_file
+    host_folder = tmp_path / "host-folder"
+    host_folder.mkdir()
+    run = tmp_path / "attacked"
+    key = secret.decode()  # also the upstream key: /proc/self/environ of showcase holds it
+    with ReplayServer(attack_script(secret_path, host_folder)) as server:
+        proc, peak = run_watched(
+            ["run", "--upstream", server.base_url, "--model", "replay-attacks", "--out", str(run),
+             "--limit-s", "600", "--no-clip"],
+            env={"SHOWCASE_UPSTREAM_KEY": key}, timeout=1200,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    agent_log = (run / "agent.log").read_text(errors="replace")
+    info = json.loads((run / "run-info.json").read_text())
+    assert info["agent_end"] == "done", agent_log[-3000:]
+    for name in ("check.json", "report.html", "final-choice.json", "screenshot.png"):
+        assert (run / name).is_file(), name
+
+    assert files_holding(run, secret) == []
+    assert list(host_folder.iterdir()) == []
+    assert peak < 700 * 1024 * 1024, f"showcase peaked at {peak / 2**20:.0f} MiB"
+
+    # The Latin-1 page is the one version, and it counts (the final file was refused).
+    versions = sorted((run / "versions").iterdir())
+    assert len(versions) == 1 and b"Caf\xe9 " in versions[0].read_bytes()
+    choice = json.loads((run / "final-choice.json").read_text())
+    assert choice["n"] == 1 and choice["rule"] == "last_version_that_loads", choice
+    assert json.loads((run / "check.json").read_text())["items"][0]["passed"] is True
+
+    refused = info["refused_entries"]
+    for line in ("game.html was a link: not kept", "game.html was a FIFO: not kept",
+                 "game.html was larger than 16 MiB: not kept", "sub/environ was a link: not kept"):
+        assert line in refused, refused
+        assert line in (run / "report.html").read_text()
+    assert any(r.startswith("shots/shot-") and "a link" in r for r in refused), refused
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    assert len([e for e in events if e["event"] == "entry_refused"]) == len(refused)
+    # shot.sh said what it refused; its first check, before the swap, worked.
+    assert "not checked: sub/environ was a link" in agent_log
+    assert "loads without errors: yes" in agent_log
+
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    again = subprocess.run(SHOWCASE + ["finalize", str(run), "--no-clip"], capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    after = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert sorted(after) == sorted(before)
+    for name in ("versions.jsonl", "final-choice.json", "run-info.json", "events.jsonl"):
+        assert after[name] == before[name], name
+    assert files_holding(run, secret) == []
+
+
+def test_a_run_whose_only_page_is_not_html(docker_engine, tmp_path):
+    """A page that is no HTML at all did not load; being the only one, it is scored as it is, and
+    the run ends with its check, run-info and report. Credentials in the upstream URL are kept
+    nowhere in the run folder."""
+    from showcase.replay import ReplayServer
+
+    run = tmp_path / "not-html"
+    script = {
+        "model": "replay-text",
+        "turns": [turn("Text.", {"name": "write_file", "arguments": {"path": "game.html", "content": "just words, no tags"}})],
+        "final": {"content": "DONE"},
+    }
+    with ReplayServer(script) as server:
+        url = server.base_url.replace("http://", "http://alice:hunter2pass@") + "?api_key=qwerty1234"
+        proc, _ = run_watched(["run", "--upstream", url, "--model", "replay-text", "--out", str(run),
+                               "--limit-s", "300", "--no-clip"], env={}, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("check.json", "run-info.json", "report.html"):
+        assert (run / name).is_file(), name
+    versions = [json.loads(line) for line in (run / "versions.jsonl").read_text().splitlines()]
+    checked = [v for v in versions if v["event"] == "load_checked"]
+    assert checked and checked[0]["loaded_without_errors"] is False
+    assert "not an HTML file" in checked[0]["load_errors"][0]
+    choice = json.loads((run / "final-choice.json").read_text())
+    assert choice["rule"] == "final_file_none_loads"
+    for needle in (b"hunter2pass", b"alice:", b"qwerty1234"):
+        assert files_holding(run, needle) == [], needle
+
+
+@pytest.mark.parametrize("flag,value", [("--limit-s", "nan"), ("--limit-s", "inf"), ("--limit-s", "-5"),
+                                        ("--inject-after-s", "nan"), ("--answer-limit", "0")])
+def test_limits_must_be_finite_and_positive(tmp_path, flag, value):
+    out = tmp_path / "x"
+    proc = subprocess.run(SHOWCASE + ["run", "--upstream", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(out),
+                                      flag, value], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and flag in proc.stderr and "finite" in proc.stderr, proc.stderr
+    assert not out.exists()

@@ -86,7 +86,9 @@ def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
         raise UserError(f"sandbox backend {opts.backend}: {reason}")
     reason = asyncio.run(probe_upstream(opts.upstream, opts.model, opts.upstream_key, timeout_s=15))
     if reason:
-        raise UserError(reason)  # the probe's reason names the upstream and what is wrong
+        from showcase.run.artefacts import redact_text
+
+        raise UserError(redact_text(reason))  # names the upstream (credentials removed) and what is wrong
     return task, harness, sampling
 
 
