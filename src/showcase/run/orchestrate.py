@@ -105,7 +105,7 @@ def check_limits(opts: RunOptions, task: Task) -> None:
         ("--limit-s", limit_s, False, "seconds, e.g. --limit-s 7200"),
         ("--inject-after-s", inject_s, True, "seconds, e.g. --inject-after-s 5400"),
         ("--answer-limit", answer_limit, False, "tokens, e.g. --answer-limit 262144"),
-        ("--clip-seconds", opts.clip_seconds, False, "seconds, e.g. 15"),
+        ("the clip's length", opts.clip_seconds, False, "seconds, e.g. 15"),
     ]
     if opts.cpus is not None:
         checks.append(("--cpus", opts.cpus, False, "CPUs, e.g. --cpus 2"))
