@@ -438,3 +438,28 @@ def test_limits_must_be_finite_and_positive(tmp_path, flag, value):
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and flag in proc.stderr and "finite" in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def test_refusals_are_recorded_once_each_and_bounded(tmp_path):
+    """shot.sh can name any number of made-up files: events.jsonl gains a bounded number of lines,
+    and a second recorder over the same run (finalize) adds none it already has."""
+    from showcase.run.layout import RunLayout
+    from showcase.run.orchestrate import MAX_REFUSALS, EventLog, _refusal_recorder, read_events
+
+    layout = RunLayout(tmp_path / "run")
+    layout.make()
+    log = EventLog(layout.events_log, time.monotonic())
+    record = _refusal_recorder(layout, log)
+    record("game.html", "a link")
+    record("game.html", "a link")
+    record("game.html", "a FIFO")
+    assert [e.detail["text"] for e in read_events(layout)] == ["game.html was a link: not kept",
+                                                               "game.html was a FIFO: not kept"]
+    _refusal_recorder(layout, log)("game.html", "a link")
+    assert len(read_events(layout)) == 2
+    for i in range(3 * MAX_REFUSALS):
+        record(f"made-up-{i}" + "x" * 5000, "a link")
+    events = read_events(layout)
+    assert len(events) == MAX_REFUSALS + 1
+    assert "more entries were refused" in events[-1].detail["text"]
+    assert layout.events_log.stat().st_size < 100 * 1024

@@ -119,6 +119,10 @@ def check_limits(opts: RunOptions, task: Task) -> None:
             raise UserError(f"{flag} {value}: must be a finite number {least}, in {unit}")
 
 
+MAX_REFUSALS = 100
+MAX_REFUSED_NAME = 200
+
+
 def _refusal_recorder(layout: RunLayout, events: "EventLog"):
     """Record each refused agent entry once per run in events.jsonl, however often it is met
     (and however often `finalize` runs): 'game.html was a link: not kept'."""
@@ -126,11 +130,17 @@ def _refusal_recorder(layout: RunLayout, events: "EventLog"):
     lock = threading.Lock()
 
     def record(name: str, reason: str) -> None:
+        # shot.sh names files at will: bound what a stream of made-up names can add to the log.
+        name = name if len(name) <= MAX_REFUSED_NAME else name[:MAX_REFUSED_NAME] + "..."
         with lock:
-            if (name, reason) in told:
+            if (name, reason) in told or len(told) > MAX_REFUSALS:
                 return
             told.add((name, reason))
-        events("entry_refused", file=name, reason=reason, text=f"{name} was {reason}: not kept")
+            text = f"{name} was {reason}: not kept"
+            if len(told) > MAX_REFUSALS:
+                name, reason = "", "too many"
+                text = f"more entries were refused than the {MAX_REFUSALS} recorded here"
+        events("entry_refused", file=name, reason=reason, text=text)
 
     return record
 
