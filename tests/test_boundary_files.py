@@ -218,6 +218,7 @@ def shot(url: str, name: str) -> dict:
     return httpx.post(url, json={"file": name}, timeout=180).json()
 
 
+@pytest.mark.browser
 def test_shot_reads_what_it_checks_when_it_checks_it(shot_server, tmp_path):
     """The file named is opened through the folder handle only once the check's lock is held: a
     folder swapped for a link to /proc/self while shot.sh waits is refused, not read."""
@@ -338,6 +339,8 @@ def attack_script(secret_path: Path, host_folder: Path) -> dict:
     }
 
 
+@pytest.mark.docker
+@pytest.mark.browser
 def test_a_run_under_every_file_attack(docker_engine, tmp_path, secret_file):
     """One run, every attack on the host's reads and writes of /work and /logs (they do not
     interfere): the secret (a root-only host file, and the upstream key in showcase's own
@@ -366,6 +369,7 @@ def test_a_run_under_every_file_attack(docker_engine, tmp_path, secret_file):
 
     assert files_holding(run, secret) == []
     assert list(host_folder.iterdir()) == []
+    print(f"showcase peak resident memory: {peak / 2**20:.0f} MiB")
     assert peak < 700 * 1024 * 1024, f"showcase peaked at {peak / 2**20:.0f} MiB"
 
     # The Latin-1 page is the one version, and it counts (the final file was refused).
@@ -400,6 +404,8 @@ def test_a_run_under_every_file_attack(docker_engine, tmp_path, secret_file):
     assert files_holding(run, secret) == []
 
 
+@pytest.mark.docker
+@pytest.mark.browser
 def test_a_run_whose_only_page_is_not_html(docker_engine, tmp_path):
     """A page that is no HTML at all did not load; being the only one, it is scored as it is, and
     the run ends with its check, run-info and report. Credentials in the upstream URL are kept
