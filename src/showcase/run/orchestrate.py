@@ -25,7 +25,7 @@ from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
 from showcase.run.layout import RunLayout
 from showcase.run.options import RunOptions
 from showcase.run.shot import shot_route, write_tools
-from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular, read_tail_at, open_dir
+from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
 from showcase.task import Task, load_task
 
 Progress = Callable[[str], None]
@@ -460,8 +460,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     agent_start = next((e for e in events if e.event == "agent_started"), None)
     start_epoch = agent_start.detail.get("start_epoch") if agent_start else None
     terminate_torn_line(layout.events_log)
-    # Events appended now sit on the run's own clock, not at 0.
-    log = EventLog(layout.events_log, time.monotonic() - (time.time() - start_epoch) if start_epoch else time.monotonic())
+    log = EventLog(layout.events_log, time.monotonic())  # finalize's own events count from its start
     interrupted = not any(e.event == "sandbox_removed" for e in events)
     if interrupted:
         # showcase died mid-run: the agent may still be working. Stop it; what it wrote is kept.
