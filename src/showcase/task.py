@@ -37,6 +37,10 @@ class Task(BaseModel):
     prompt_file: str = "prompt.txt"
     prompt_sha256: str
     output_file: str = Field("game.html", description="the file the agent must leave in /work")
+    page_cap_bytes: int = Field(
+        16 * 1024 * 1024, gt=0,
+        description="the largest page the host reads from /work (watcher, shot.sh, finalize); a larger one is refused",
+    )
     finish_now_file: str = "finish-now.txt"
     limits: TaskLimits = TaskLimits()
     import_map: dict[str, str] = Field(default_factory=dict)

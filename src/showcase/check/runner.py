@@ -332,13 +332,11 @@ def read_page(path: Path) -> bytes:
 
 
 def looks_like_html(data: bytes) -> bool:
-    """UTF-8 text without NUL bytes holding at least one HTML tag."""
+    """Text without NUL bytes holding at least one HTML tag, in any ASCII-compatible encoding
+    (UTF-8, Latin-1, ...): the browser decodes the page, so the tags are looked for byte-wise."""
     if b"\x00" in data[:4096]:
         return False
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
+    text = data.decode("latin-1")  # never fails; tags are ASCII in every such encoding
     return re.search(r"<\s*(!doctype\s+html|html|head|body|script|canvas|div|title|meta|style)\b", text, re.I) is not None
 
 

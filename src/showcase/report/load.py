@@ -453,6 +453,18 @@ class RunView:
         return (line + (". " if line else "") + str(note)) if note else (line or None)
 
     @property
+    def refused_entries(self) -> list[str]:
+        """What the host would not read of the agent's files ("game.html was a link: not kept")."""
+        out = []
+        for ev in self.events:
+            if ev.get("event") == "entry_refused":
+                d = ev.get("detail") or {}
+                text = d.get("text") or f"{d.get('file', '?')} was {d.get('reason', 'refused')}: not kept"
+                if text not in out:
+                    out.append(str(text))
+        return out
+
+    @property
     def finalized(self) -> bool:
         """A finished run has its end recorded, a final choice and a check."""
         return not self.unfinished_reasons
@@ -648,8 +660,8 @@ def _fold_versions(run: RunView, lines: list[dict]) -> list[Version]:
                 files[(int(m.group(1)), m.group(2))] = p.name
     shots: list[Path] = []
     for d in (run.dir / "work" / "shots", run.dir / "shots", run.dir / "version-shots", vdir):
-        if d.is_dir():
-            shots.extend(p for p in sorted(d.iterdir()) if p.suffix.lower() in _IMAGE_EXT)
+        if d.is_dir() and not d.is_symlink():  # work/shots is the agent's: a link there leads off the run
+            shots.extend(p for p in sorted(d.iterdir()) if p.suffix.lower() in _IMAGE_EXT and not p.is_symlink())
     out = []
     for n in sorted(folded):
         raw = folded[n]
@@ -700,14 +712,14 @@ def _read_agent_shots(run: RunView) -> None:
     """The agent's shot.sh screenshots, placed on the run's clock by their file times; a version
     without its own screenshot borrows the last shot taken while it was the current one."""
     d = run.dir / "work" / "shots"
-    if not d.is_dir():
+    if not d.is_dir() or d.is_symlink():
         return
     start = run.start_epoch
     own = {v.thumb for v in run.versions if v.thumb}
     shots = []
     for p in sorted(d.iterdir()):
         rel = p.relative_to(run.dir).as_posix()
-        if p.suffix.lower() not in _IMAGE_EXT or rel in own or not p.is_file():
+        if p.suffix.lower() not in _IMAGE_EXT or rel in own or p.is_symlink() or not p.is_file():
             continue
         t = p.stat().st_mtime - start if start is not None else None
         shots.append(AgentShot(path=rel, t_s=t))

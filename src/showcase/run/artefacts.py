@@ -346,6 +346,11 @@ class RunInfo(_Strict):
         None, description="what the leak audit found left of the run after it ended (empty: nothing); null: not audited"
     )
     world_title: str | None = Field(description="the chosen page's title (<title>, else first <h1>); null if none")
+    refused_entries: list[str] = Field(
+        default_factory=list,
+        description="agent files the host would not read (a link, a FIFO, too large ...), e.g. "
+        "'game.html was a link: not kept'; the version before each still counts",
+    )
     summary_run: str = Field(
         "", description="plain-English sentences on the agent's run: time, finish-now, requests (showcase.run.summary)"
     )

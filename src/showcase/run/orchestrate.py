@@ -7,10 +7,12 @@ killed mid-run nothing is lost and `finalize` completes the run from disk.
 import asyncio
 import datetime as dt
 import hashlib
+import math
 import os
 import re
 import secrets
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -23,6 +25,7 @@ from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
 from showcase.run.layout import RunLayout
 from showcase.run.options import RunOptions
 from showcase.run.shot import shot_route, write_tools
+from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
 from showcase.task import Task, load_task
 
 Progress = Callable[[str], None]
@@ -68,6 +71,7 @@ def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
     from showcase.sandbox.base import get_backend, known_backends
 
     task = load_task(opts.task)
+    check_limits(opts, task)
     harness = load_harness(opts.harness)
     layout = RunLayout(opts.out)
     if layout.holds_a_run():
@@ -82,8 +86,63 @@ def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
         raise UserError(f"sandbox backend {opts.backend}: {reason}")
     reason = asyncio.run(probe_upstream(opts.upstream, opts.model, opts.upstream_key, timeout_s=15))
     if reason:
-        raise UserError(reason)  # the probe's reason names the upstream and what is wrong
+        from showcase.run.artefacts import redact_text
+
+        raise UserError(redact_text(reason))  # names the upstream (credentials removed) and what is wrong
     return task, harness, sampling
+
+
+def _bad_number(value: float, allow_zero: bool) -> bool:
+    return not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero)
+
+
+def check_limits(opts: RunOptions, task: Task) -> None:
+    """Every limit finite and above 0 (finish-now may start at 0): `inf` would never stop a run."""
+    limit_s = opts.limit_s if opts.limit_s is not None else task.limits.limit_s
+    inject_s = opts.inject_after_s if opts.inject_after_s is not None else task.limits.inject_after_s
+    answer_limit = opts.answer_limit if opts.answer_limit is not None else task.limits.answer_limit
+    checks = [
+        ("--limit-s", limit_s, False, "seconds, e.g. --limit-s 7200"),
+        ("--inject-after-s", inject_s, True, "seconds, e.g. --inject-after-s 5400"),
+        ("--answer-limit", answer_limit, False, "tokens, e.g. --answer-limit 262144"),
+        ("the clip's length", opts.clip_seconds, False, "seconds, e.g. 15"),
+    ]
+    if opts.cpus is not None:
+        checks.append(("--cpus", opts.cpus, False, "CPUs, e.g. --cpus 2"))
+    if opts.ctx is not None:
+        checks.append(("--ctx", opts.ctx, False, "tokens, e.g. --ctx 131072"))
+    if opts.pids_limit is not None:
+        checks.append(("--pids-limit", opts.pids_limit, False, "processes, e.g. --pids-limit 512"))
+    for flag, value, allow_zero, unit in checks:
+        if _bad_number(float(value), allow_zero):
+            least = "0 or more" if allow_zero else "above 0"
+            raise UserError(f"{flag} {value}: must be a finite number {least}, in {unit}")
+
+
+MAX_REFUSALS = 100
+MAX_REFUSED_NAME = 200
+
+
+def _refusal_recorder(layout: RunLayout, events: "EventLog"):
+    """Record each refused agent entry once per run in events.jsonl, however often it is met
+    (and however often `finalize` runs): 'game.html was a link: not kept'."""
+    told = {(e.detail.get("file"), e.detail.get("reason")) for e in read_events(layout) if e.event == "entry_refused"}
+    lock = threading.Lock()
+
+    def record(name: str, reason: str) -> None:
+        # shot.sh names files at will: bound what a stream of made-up names can add to the log.
+        name = name if len(name) <= MAX_REFUSED_NAME else name[:MAX_REFUSED_NAME] + "..."
+        with lock:
+            if (name, reason) in told or len(told) > MAX_REFUSALS:
+                return
+            told.add((name, reason))
+            text = f"{name} was {reason}: not kept"
+            if len(told) > MAX_REFUSALS:
+                name, reason = "", "too many"
+                text = f"more entries were refused than the {MAX_REFUSALS} recorded here"
+        events("entry_refused", file=name, reason=reason, text=text)
+
+    return record
 
 
 def _quick_check_dict(npm_dir: Path | None):
@@ -143,7 +202,8 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             hard_stop_after_s=limit_s,
             log_dir=layout.root,
         ),
-        extra_routes=[shot_route(layout.work, quick_check)],
+        extra_routes=[shot_route(layout.work, quick_check, page_cap=task.page_cap_bytes,
+                                 on_refused=lambda name, why: refusals(name, why))],
     )
     spec = SandboxSpec(
         image=image,
@@ -169,6 +229,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     t0 = time.monotonic()
     events = EventLog(layout.events_log, t0)
     events("run_started", started_at=_now_iso(), start_epoch=time.time())
+    refusals = _refusal_recorder(layout, events)
     watcher = monitor = None
     try:
         watcher = Watcher(
@@ -178,6 +239,8 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             clock=lambda: time.monotonic() - t0,
             last_request_id=lambda: gate.last_request_id,
             load_check=_watcher_check(quick_check),
+            page_cap=task.page_cap_bytes,
+            on_refused=refusals,
         )
         watcher.start()
         say("sandbox: starting (network none; the gate is the only way out)")
@@ -206,7 +269,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         exit_info = _safe(sandbox.exit_info)
         _safe(sandbox.kill)
         if watcher is not None:
-            watcher.stop(timeout_s=180)
+            _safe(lambda: watcher.stop(timeout_s=180))
         foreign = monitor.stop() if monitor is not None else []
         host_load = monitor.load_samples if monitor is not None else []
         _safe(sandbox.remove)
@@ -241,22 +304,38 @@ def _safe(fn):
 
 
 def _watcher_check(quick_check):
+    from showcase.check.runner import looks_like_html
+
     def check(html: bytes) -> tuple[bool, list[str]]:
+        if not looks_like_html(html):
+            # Not a page at all: it counts as one that did not load, and the last good one counts.
+            return False, ["not an HTML file (no HTML tags in its text)"]
         result = asyncio.run(quick_check(html, None))
         return bool(result["loads"]), list(result.get("errors") or [])
 
     return check
 
 
+DONE_SCAN_BYTES = 1024 * 1024  # the agent says it is done at the end of what it wrote
+
+
 def _agent_said_done(layout: RunLayout, pattern: str) -> bool:
-    """Did the agent end by saying it was done? Its output and the files it left in /logs tell."""
+    """Did the agent end by saying it was done? The tail of its output and of each regular file
+    it left in /logs tell; links, FIFOs and the like in /logs are passed over, never followed."""
     regex = re.compile(pattern.encode())
-    files = [layout.agent_log, *sorted(p for p in layout.agent_dir.glob("*") if p.is_file())]
-    for path in files:
+    for folder, names in ((layout.root, [layout.agent_log.name]), (layout.agent_dir, None)):
         try:
-            if regex.search(path.read_bytes()):
-                return True
-        except OSError:
+            with open_dir(folder) as dir_fd:
+                if names is None:
+                    with os.scandir(dir_fd) as entries:
+                        names = sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
+                for name in names:
+                    try:
+                        if regex.search(read_tail_at(dir_fd, name, DONE_SCAN_BYTES)):
+                            return True
+                    except (OSError, Refused):
+                        continue
+        except (OSError, Refused):
             continue
     return False
 
@@ -371,35 +450,41 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     if not layout.contract.is_file():
         raise UserError(f"{run_dir} is not a run folder (no contract.json)")
     contract = Contract.model_validate_json(layout.contract.read_text())
+    try:
+        task = load_task(contract.task_id)
+        page_name, page_cap = task.output_file, task.page_cap_bytes
+    except UserError:
+        page_name, page_cap = "game.html", DEFAULT_PAGE_CAP
     events = read_events(layout)
     start = next((e for e in events if e.event == "run_started"), None)
+    agent_start = next((e for e in events if e.event == "agent_started"), None)
+    start_epoch = agent_start.detail.get("start_epoch") if agent_start else None
+    terminate_torn_line(layout.events_log)
+    log = EventLog(layout.events_log, time.monotonic())  # finalize's own events count from its start
     interrupted = not any(e.event == "sandbox_removed" for e in events)
     if interrupted:
         # showcase died mid-run: the agent may still be working. Stop it; what it wrote is kept.
         say("finalize: the run was interrupted; stopping what is left of it")
         _kill_leftovers(layout, say)
-        terminate_torn_line(layout.events_log)
-        log = EventLog(layout.events_log, time.monotonic())
         log("finalized_after_interruption", at=_now_iso())
-    agent_start = next((e for e in events if e.event == "agent_started"), None)
-    start_epoch = agent_start.detail.get("start_epoch") if agent_start else None
     recovered = recover_versions(layout.root, start_epoch=start_epoch)
     if recovered:
         say(f"finalize: {len(recovered)} version(s) recovered from versions/")
-    versions = _catch_up_versions(layout, start_epoch, npm_dir, say)
-
-    final_path = layout.work / "game.html"
-    final_sha = hashlib.sha256(final_path.read_bytes()).hexdigest() if final_path.is_file() else None
+    versions, final_sha = _catch_up_versions(layout, start_epoch, npm_dir, say, page_name, page_cap,
+                                             _refusal_recorder(layout, log))
     choice = choose_final(versions, final_sha)
     write_json_atomic(layout.final_choice, choice)
     say(f"final choice: {choice.rule_text}")
 
     chosen = layout.versions_dir / choice.file if choice.file else None
     if chosen is not None:
-        from showcase.check.runner import check_file
+        from showcase.check.runner import check_page, write_report
 
         say(f"check: scoring version {choice.n} in Chromium (software GL)")
-        report = check_file(chosen, layout.root, npm_dir=npm_dir)
+        # The stored bytes as they are, whatever their encoding or content: the browser judges them.
+        report = asyncio.run(check_page(chosen.read_bytes(), npm_dir=npm_dir,
+                                        screenshot_path=layout.screenshot, page_name=str(chosen)))
+        write_report(report, layout.root)
         say(report.summary)
         if clip:
             from showcase.clip import record_clip_file
@@ -442,6 +527,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         host_load=[LoadSample(**s) for s in (removed.detail.get("host_load") or [])] if removed else [],
         world_title=world_title(chosen.read_bytes()) if chosen is not None else None,
         leaks=removed.detail.get("leaks") if removed else None,
+        refused_entries=_refused_texts(read_events(layout)),
     )
     info = with_summary(info, versions, choice)
     write_json_atomic(layout.run_info, info)
@@ -454,25 +540,45 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     return layout.root
 
 
+def _refused_texts(events: list[RunEvent]) -> list[str]:
+    out: list[str] = []
+    for e in events:
+        text = e.detail.get("text") if e.event == "entry_refused" else None
+        if text and text not in out:
+            out.append(text)
+    return out
+
+
 def _mtime_iso(path: Path) -> str:
     return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _catch_up_versions(layout: RunLayout, start_epoch: float | None, npm_dir: Path | None, say: Progress):
-    """Take the file as it is now if it is new, and load-check every version not checked yet."""
+def _catch_up_versions(layout: RunLayout, start_epoch: float | None, npm_dir: Path | None, say: Progress,
+                       page_name: str, page_cap: int, on_refused):
+    """Take the file as it is now if it is new, and load-check every version not checked yet.
+
+    Returns the versions and the sha256 of the page file as this last snapshot read it (None: no
+    file, or one refused), so the final choice judges the bytes that were read, not a re-read.
+    """
     from showcase.run.watcher import Watcher
 
     watcher = Watcher(
         layout.work,
         layout.root,
+        file_name=page_name,
         clock=(lambda: time.time() - start_epoch) if start_epoch else None,
         load_check=_watcher_check(_quick_check_dict(npm_dir)),
+        page_cap=page_cap,
+        on_refused=on_refused,
     )
     unchecked = [v for v in watcher.versions if v.loaded_without_errors is None and v.check_failure is None]
     if unchecked:
         say(f"finalize: load-checking {len(unchecked)} version(s)")
     watcher.start()
-    return watcher.stop(timeout_s=600)
+    versions = watcher.stop(timeout_s=600)
+    for name, reason in watcher.refusals:
+        say(f"finalize: {name} was {reason}: not kept")
+    return versions, watcher.final_sha256
 
 
 def _gate_stats(layout: RunLayout, GateStats, read_log):

@@ -7,12 +7,15 @@ folder, writes the screenshot into /work/shots/ and answers with what it saw.
 
 import asyncio
 import itertools
+import tempfile
 from pathlib import Path
 from typing import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular, write_new
 
 SHOT_PATH = "/_showcase/shot"
 
@@ -32,7 +35,7 @@ if "error" in r:
     print("shot.sh:", r["error"].get("message", r["error"]) if isinstance(r["error"], dict) else r["error"]); sys.exit(2)
 print("loads without errors:", "yes" if r["loads"] else "no")
 print("window.ready:", "true after %.1f s" % r["ready_after_s"] if r["ready"] else "never set")
-print("screenshot:", r.get("screenshot") or "none")
+print("screenshot:", r.get("screenshot") or r.get("screenshot_refused") or "none")
 errs = r.get("errors") or []
 print("console errors: %d" % len(errs))
 for e in errs[:20]:
@@ -51,35 +54,62 @@ def write_tools(tools_dir: Path) -> None:
     path.chmod(0o755)
 
 
-def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0) -> Route:
-    """The gate route behind shot.sh. One check at a time: two browsers would halve each one's CPU."""
+def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
+               page_cap: int = DEFAULT_PAGE_CAP, scratch_dir: Path | None = None,
+               on_refused: Callable[[str, str], None] | None = None) -> Route:
+    """The gate route behind shot.sh. One check at a time: two browsers would halve each one's CPU.
+
+    The file is read only once the lock is held, through the folder handle (no link followed,
+    regular files only, at most page_cap bytes): what is checked is what was read, never a path
+    checked earlier and swapped since. The screenshot is taken into scratch_dir (the host's) and
+    then created in work/shots/ through a folder handle, so a shots/ link leads nowhere.
+    """
     counter = itertools.count(1)
     lock = asyncio.Lock()
+
+    def refused(message: str, name: str, reason: str, status: int = 403) -> JSONResponse:
+        if on_refused is not None:
+            try:
+                on_refused(name, reason)
+            except Exception:
+                pass
+        return JSONResponse({"error": {"message": message}}, status_code=status)
 
     async def shot(request: Request) -> JSONResponse:
         try:
             name = str((await request.json()).get("file") or "game.html")
         except Exception:
             name = "game.html"
-        root = work_dir.resolve()
-        path = (root / name.removeprefix("/work/")).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
-            return JSONResponse({"error": {"message": f"no such file in /work: {name}"}}, status_code=404)
-        shots = root / "shots"
-        shots.mkdir(exist_ok=True)
-        png = shots / f"shot-{next(counter):03d}.png"
+        rel = name.removeprefix("/work/").lstrip("/")
         async with lock:
             try:
-                # The browser gets a loop of its own in a worker thread: the gate's loop keeps
-                # serving the model while a page loads, and Playwright never shares it.
-                html = path.read_bytes()
-                result = await asyncio.wait_for(
-                    asyncio.to_thread(lambda: asyncio.run(load_check(html, png))), timeout_s
-                )
-            except asyncio.TimeoutError:
-                return JSONResponse({"error": {"message": f"load check took over {timeout_s:.0f} s"}}, status_code=504)
-        result = dict(result)
-        result["screenshot"] = f"/work/shots/{png.name}" if png.exists() else None
+                html = read_regular(work_dir, rel, page_cap)
+            except FileNotFoundError:
+                return JSONResponse({"error": {"message": f"no such file in /work: {name}"}}, status_code=404)
+            except Refused as exc:
+                return refused(f"not checked: {exc}", exc.name, exc.reason)
+            except OSError as exc:
+                return refused(f"not checked: {name}: {exc.strerror or exc}", rel, "unreadable")
+            png_name = f"shot-{next(counter):03d}.png"
+            with tempfile.TemporaryDirectory(prefix="showcase-shot-", dir=scratch_dir) as scratch:
+                png = Path(scratch) / png_name
+                try:
+                    # The browser gets a loop of its own in a worker thread: the gate's loop keeps
+                    # serving the model while a page loads, and Playwright never shares it.
+                    result = await asyncio.wait_for(
+                        asyncio.to_thread(lambda: asyncio.run(load_check(html, png))), timeout_s
+                    )
+                except asyncio.TimeoutError:
+                    return JSONResponse({"error": {"message": f"load check took over {timeout_s:.0f} s"}}, status_code=504)
+                result = dict(result)
+                result["screenshot"] = None
+                if png.is_file():
+                    try:
+                        write_new(work_dir, "shots", png_name, png.read_bytes())
+                        result["screenshot"] = f"/work/shots/{png_name}"
+                    except Refused as exc:
+                        refused("", exc.name, exc.reason)
+                        result["screenshot_refused"] = str(exc)
         return JSONResponse(result)
 
     return Route(SHOT_PATH, shot, methods=["POST"])

@@ -31,6 +31,7 @@ from inotify_simple import flags as F
 from showcase.errors import UserError
 from showcase.run.artefacts import VersionRecord
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line, write_bytes_atomic
+from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ MAX_ERROR_LINES = 20
 MAX_ERROR_CHARS = 300
 
 LoadCheck = Callable[[bytes], tuple[bool, list[str]]]
+# (file name, reason) of an entry the watcher would not read: "a link", "a FIFO", "larger than 16 MiB"
+OnRefused = Callable[[str, str], None]
 
 
 def version_file_name(n: int, sha256: str) -> str:
@@ -162,6 +165,9 @@ class Watcher:
     load_check: html bytes -> (loaded_without_errors, error lines); run in a background thread.
     quiet_read_s: a write with no close (a writer that keeps the file open) is read after this
     long without further writes.
+    page_cap: a file larger than this is refused, never copied.
+    on_refused: told once per (file, reason) when the file is not a regular file reached through
+    no link, or is too large; the version before it still counts.
     """
 
     def __init__(
@@ -173,6 +179,8 @@ class Watcher:
         last_request_id: Callable[[], str | None] | None = None,
         load_check: LoadCheck | None = None,
         quiet_read_s: float = 5.0,
+        page_cap: int = DEFAULT_PAGE_CAP,
+        on_refused: OnRefused | None = None,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.run_dir = Path(run_dir)
@@ -185,6 +193,11 @@ class Watcher:
         self._last_request_id = last_request_id or (lambda: None)
         self._load_check = load_check
         self._quiet_read_s = quiet_read_s
+        self._page_cap = page_cap
+        self._on_refused = on_refused
+        self._refusals_told: set[tuple[str, str]] = set()
+        self.refusals: list[tuple[str, str]] = []  # every refusal told, in order
+        self.final_sha256: str | None = None  # the file's bytes at the last snapshot; None: none kept
 
         self._lock = threading.RLock()  # guards the records, the log and the numbering
         self._records: dict[int, VersionRecord] = {}
@@ -247,14 +260,18 @@ class Watcher:
         if the file does not exist."""
         data = self._read()
         if data is None:
+            self.final_sha256 = None
             return None
         if self._storer is None or not self._storer.is_alive():
-            return self._keep(self._as_read(data))  # not started or stopped: keep it here
+            record = self._keep(self._as_read(data))  # not started or stopped: keep it here
+            self.final_sha256 = record.sha256
+            return record
         item = self._enqueue(data)
         if not item.done.wait(60):
             raise TimeoutError("the version store did not keep the snapshot within 60 s")
         if item.error is not None:
             raise item.error
+        self.final_sha256 = item.record.sha256 if item.record is not None else None
         return item.record
 
     def wait_checked(self, timeout_s: float) -> bool:
@@ -276,7 +293,10 @@ class Watcher:
         if self._thread is not None:
             self._thread.join(max(0.0, min(5.0, deadline - time.monotonic())))
         if final_snapshot:
-            self.snapshot_now()
+            try:
+                self.snapshot_now()
+            except Exception as exc:  # a full disk, a store that timed out: the versions so far stand
+                log.error("watcher: final snapshot failed: %s", exc)
         if self._storer is not None:
             self._stores.put(None)
             self._storer.join(max(0.0, deadline - time.monotonic()))
@@ -292,11 +312,30 @@ class Watcher:
     # ------------------------------------------------------------------ internals
 
     def _read(self) -> bytes | None:
+        """The file's bytes; None when it is missing or refused (a link, a FIFO, too large ...)."""
         try:
-            with open(self.path, "rb") as handle:
-                return handle.read()
-        except (FileNotFoundError, IsADirectoryError):
+            return read_regular(self.work_dir, self.file_name, self._page_cap)
+        except FileNotFoundError:
             return None
+        except Refused as refused:
+            self._refuse(refused.name, refused.reason)
+        except OSError as exc:
+            self._refuse(self.file_name, f"unreadable ({exc.strerror or exc})")
+        return None
+
+    def _refuse(self, name: str, reason: str) -> None:
+        with self._lock:
+            self._current_sha = None  # the same bytes written back later are a sighting again
+            if (name, reason) in self._refusals_told:
+                return
+            self._refusals_told.add((name, reason))
+            self.refusals.append((name, reason))
+        log.warning("watcher: %s was %s: not kept", name, reason)
+        if self._on_refused is not None:
+            try:
+                self._on_refused(name, reason)
+            except Exception as exc:
+                log.error("watcher: could not record a refused entry: %s", exc)
 
     def _next_events(self, timeout_ms: int) -> list:
         if self._pending_events:
@@ -308,30 +347,42 @@ class Watcher:
 
     def _watch_loop(self) -> None:
         _raise_thread_priority()
-        modified_at: float | None = None  # a write seen with no close yet
+        self._modified_at: float | None = None  # a write seen with no close yet
         while not self._stop.is_set():
             try:
-                events = self._next_events(100)
-            except OSError as exc:  # the inotify fd closed under us at stop
-                if not self._stop.is_set():
-                    log.error("watcher: inotify read failed: %s", exc)
-                return
-            read_now = False
-            for event in events:
-                if event.mask & F.Q_OVERFLOW:
-                    read_now = True  # the kernel dropped events: look at the file itself
-                    continue
-                if event.name != self.file_name:
-                    continue
-                if event.mask & (F.CLOSE_WRITE | F.MOVED_TO):
-                    read_now, modified_at = True, None
-                elif event.mask & (F.MODIFY | F.CREATE):
-                    read_now, modified_at = False, time.monotonic()
-            if read_now:
-                self._read_clean()
-            elif modified_at is not None and time.monotonic() - modified_at >= self._quiet_read_s:
-                modified_at = None
-                self._read_clean()
+                self._watch_once()
+            except Exception as exc:  # one entry's fault is that entry's: the watch goes on
+                if self._stop.is_set():
+                    return
+                log.error("watcher: %s: %s", type(exc).__name__, exc)
+                time.sleep(0.1)
+
+    def _watch_once(self) -> None:
+        modified_at = self._modified_at
+        try:
+            events = self._next_events(100)
+        except OSError as exc:  # the inotify fd closed under us at stop
+            if not self._stop.is_set():
+                log.error("watcher: inotify read failed: %s", exc)
+                time.sleep(0.1)
+            return
+        read_now = False
+        for event in events:
+            if event.mask & F.Q_OVERFLOW:
+                read_now = True  # the kernel dropped events: look at the file itself
+                continue
+            if event.name != self.file_name:
+                continue
+            if event.mask & (F.CLOSE_WRITE | F.MOVED_TO):
+                read_now, modified_at = True, None
+            elif event.mask & (F.MODIFY | F.CREATE):
+                read_now, modified_at = False, time.monotonic()
+        self._modified_at = modified_at
+        if read_now:
+            self._read_clean()
+        elif modified_at is not None and time.monotonic() - modified_at >= self._quiet_read_s:
+            self._modified_at = None
+            self._read_clean()
 
     def _read_clean(self) -> None:
         """Read the file and keep it, unless a new write began while we read (a torn read).
@@ -412,6 +463,8 @@ class Watcher:
                 if n is None:
                     return
                 self._check_one(n)
+            except Exception as exc:  # e.g. a version file gone: that version stays unchecked
+                log.error("watcher: load check of version %s could not run: %s", n, exc)
             finally:
                 self._checks.task_done()
 
