@@ -29,7 +29,7 @@ from showcase.task import Task, load_task
 Progress = Callable[[str], None]
 
 POLL_S = 0.5  # how often the supervisor looks at the agent; the watcher itself is event-driven
-LIFETIME_GRACE_S = 120  # the container ends itself this long after the hard stop, even if showcase is dead
+LIFETIME_GRACE_S = 45  # the container ends itself this long after the hard stop, even if showcase is dead
 SPACE_FOLDERS = ["work", "agent"]  # what the agent writes (/work, /logs): one image, one cap
 
 
