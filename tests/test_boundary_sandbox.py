@@ -131,9 +131,11 @@ def test_an_agent_that_fills_its_space_ends_disk_full_with_a_report(docker_engin
 def test_killed_showcase_container_ends_itself_and_leftovers_go_at_the_next_start(docker_engine, tmp_path):
     dead, live, next_run = tmp_path / "dead", tmp_path / "live", tmp_path / "next"
     quick = {"model": "replay-quick", "turns": [write_turn("A world.", GOOD_PAGE)], "final": {"content": "DONE /work/game.html"}}
-    with ReplayServer(endless_script()) as endless, ReplayServer(quick) as quick_server:
-        live_proc = start_run(endless, live, "--limit-s", "600")
-        dead_proc = start_run(endless, dead, "--limit-s", "40")
+    # One replay server per run: a server plays its turns in order to whoever asks.
+    with ReplayServer(endless_script()) as for_live, ReplayServer(endless_script()) as for_dead, \
+            ReplayServer(quick) as quick_server:
+        live_proc = start_run(for_live, live, "--limit-s", "600")
+        dead_proc = start_run(for_dead, dead, "--limit-s", "40")
         try:
             for proc, run in ((dead_proc, dead), (live_proc, live)):
                 wait_for(f"{run.name} beats", lambda run=run: (run / "work" / "beat").is_file(), 300, proc)

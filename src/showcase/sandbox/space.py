@@ -222,6 +222,8 @@ class RunSpace:
                 os.chown(inner, uid, gid)
                 host = self.parent / name
                 host.mkdir(exist_ok=True)
+                # What the folder already holds goes into the space (the mount would hide it).
+                _copy_tree(host, inner, CloseReport(), [cap_bytes], delete_source=False)
                 _bind(inner, host)
             timings["mount_s"] = time.monotonic() - started
         except BaseException:
@@ -270,7 +272,7 @@ class RunSpace:
             for name in self.folders:
                 source = self.mnt / name
                 if source.is_dir() and not source.is_symlink():
-                    _move_tree(source, self.out / name, report, budget)
+                    _copy_tree(source, self.out / name, report, budget)
             _umount(self.mnt)
         for name in self.folders:
             copied = self.out / name
@@ -313,7 +315,7 @@ def _skip(report: CloseReport, path: Path, why: str) -> None:
         report.skipped.append(f"{path}: {why}")
 
 
-def _move_tree(source: Path, target: Path, report: CloseReport, budget: list[int]) -> None:
+def _copy_tree(source: Path, target: Path, report: CloseReport, budget: list[int], delete_source: bool = True) -> None:
     """Copy regular files and folders from source to target, deleting each source file once copied.
 
     No link is followed (lstat, O_NOFOLLOW); hard links are recreated as links; data is copied
@@ -369,7 +371,8 @@ def _move_tree(source: Path, target: Path, report: CloseReport, budget: list[int
                     report.copied_bytes += written
                     linked[key] = there / name
                 report.copied_files += 1
-                path.unlink()
+                if delete_source:
+                    path.unlink()
             except _OverBudget:
                 _skip(report, path, "over the space's cap")
             except OSError as exc:
