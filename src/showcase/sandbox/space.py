@@ -52,22 +52,28 @@ class Owner(BaseModel):
     pid: int
     start_ticks: int = Field(description="the process's start time (/proc/PID/stat field 22)")
     boot_id: str = Field(description="/proc/sys/kernel/random/boot_id: a pid means nothing after a reboot")
+    pid_ns: str = Field(description="the pid namespace the pid belongs to")
 
     @classmethod
     def me(cls) -> "Owner":
-        return cls(pid=os.getpid(), start_ticks=_start_ticks(os.getpid()) or 0, boot_id=_boot_id())
+        return cls(pid=os.getpid(), start_ticks=_start_ticks(os.getpid()) or 0, boot_id=_boot_id(), pid_ns=_pid_ns())
 
     def alive(self) -> bool:
-        return self.boot_id == _boot_id() and _start_ticks(self.pid) == self.start_ticks
+        """Gone only when known to be gone: another boot, or this namespace's pid no longer that process."""
+        if self.boot_id != _boot_id():
+            return False
+        if self.pid_ns != _pid_ns():
+            return True  # a pid of another namespace: cannot tell, so never judged dead
+        return _start_ticks(self.pid) == self.start_ticks
 
     def label(self) -> str:
-        return f"{self.boot_id}:{self.pid}:{self.start_ticks}"
+        return f"{self.boot_id}:{self.pid_ns}:{self.pid}:{self.start_ticks}"
 
     @classmethod
     def from_label(cls, text: str) -> "Owner | None":
         try:
-            boot, pid, ticks = text.rsplit(":", 2)
-            return cls(pid=int(pid), start_ticks=int(ticks), boot_id=boot)
+            boot, ns, pid, ticks = text.rsplit(":", 3)
+            return cls(pid=int(pid), start_ticks=int(ticks), boot_id=boot, pid_ns=ns)
         except ValueError:
             return None
 
@@ -75,6 +81,13 @@ class Owner(BaseModel):
 def _boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _pid_ns() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").strip("pid:[]")
     except OSError:
         return "unknown"
 
@@ -279,6 +292,8 @@ class RunSpace:
             if not copied.is_dir():
                 continue
             host = self.parent / name
+            if is_mounted(host):
+                raise InfraError(f"{host} is still mounted: not replacing it")
             if host.is_dir() and not host.is_symlink():
                 shutil.rmtree(host)  # the empty folder the bind covered, or an earlier half copy
             os.replace(copied, host)
