@@ -436,8 +436,11 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         raise UserError(f"{run_dir} is not a run folder (no contract.json)")
     contract = Contract.model_validate_json(layout.contract.read_text())
     space = RunSpace(layout.root)
-    if space.exists() and space.state_path.is_file():
-        owner = space.state().owner
+    try:
+        owner = space.state().owner if space.state_path.is_file() else None
+    except (OSError, ValueError):
+        owner = None  # unreadable: close() says what it cannot do
+    if owner is not None:
         if owner.alive() and owner.pid != os.getpid():
             raise UserError(f"{run_dir} is still running (showcase process {owner.pid}); finalize it once that has ended")
     sweep_leftovers(None, say)
