@@ -54,3 +54,12 @@ def test_checks_fail_on_a_sandbox_without_the_limits(image, backend):
             result = run_check(run, BY_NAME[name])
             print(f"control {name}: {result.detail}")
             assert not result.passed, f"{name} passed on a sandbox that should fail it: {result.detail}"
+
+
+@pytest.mark.parametrize("backend", known_backends())
+def test_disk_cap_check_fails_without_a_cap(image, backend):
+    """Negative control: no disk cap -> /work takes what the host gives, and disk_cap says so."""
+    with open_conformance(backend, image, disk=None) as run:
+        result = run_check(run, BY_NAME["disk_cap"])
+    print(f"control disk_cap: {result.detail}")
+    assert not result.passed and "ENOSPC" not in result.detail.split(" (cap")[0], result.detail

@@ -61,7 +61,9 @@ def test_published_limits_are_on_the_container(sandbox):
     assert host["PidsLimit"] == 512
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
-    assert host["Init"] is True
+    assert host["Init"] is False  # PID 1 is the relay's own init, which ends the container at its lifetime
+    pid1 = sandbox.exec(["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"], timeout_s=30).stdout
+    assert "relay.py --lifetime-s 10800.000" in pid1, pid1
     binds = {m["Destination"]: m for m in docker.from_env().api.inspect_container(sandbox.container_id)["Mounts"]}
     assert binds["/work"]["RW"] is True and binds["/gate"]["RW"] is False
 

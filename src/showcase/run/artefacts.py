@@ -142,6 +142,7 @@ class SandboxLimits(_Strict):
     memory_bytes: int | None = Field(description="container memory limit in bytes; null: none")
     cpus: float | None = Field(description="container CPU limit (number of CPUs); null: none")
     pids: int | None = Field(description="container process-count limit; null: none")
+    disk_bytes: int | None = Field(None, description="hard cap of what the agent writes (/work and /logs together); null: none")
     network: str = Field("none", description="Docker network mode of the container ('none': sealed)")
     read_only_root: bool = Field(True, description="whether the container's root file system is read-only")
     user: str | None = Field(None, description="user the agent runs as inside the container")
@@ -351,6 +352,7 @@ class RunInfo(_Strict):
         description="agent files the host would not read (a link, a FIFO, too large ...), e.g. "
         "'game.html was a link: not kept'; the version before each still counts",
     )
+    disk_full: bool = Field(False, description="disk full: the agent filled its space (writes failed with ENOSPC)")
     summary_run: str = Field(
         "", description="plain-English sentences on the agent's run: time, finish-now, requests (showcase.run.summary)"
     )

@@ -30,6 +30,7 @@ def run(
     answer_limit: int | None = typer.Option(None, help="Answer token limit (task default 262144)."),
     ctx: int | None = typer.Option(None, help="Context size of the served model, recorded in the contract."),
     memory: str = typer.Option("1.25g", help="Container memory limit; swap is equal (no extra swap)."),
+    disk: str = typer.Option("4g", help="Hard cap of what the agent writes (/work and /logs together), kernel-enforced."),
     cpus: float | None = typer.Option(None, help="Container CPUs (default min(4, host))."),
     pids_limit: int | None = typer.Option(None, help="Container pids limit (default 512)."),
     backend: str = typer.Option("docker", help="Sandbox backend."),
@@ -48,7 +49,7 @@ def run(
         task=task, harness=harness, upstream=upstream, model=model, out=out,
         upstream_key=os.environ.get("SHOWCASE_UPSTREAM_KEY"), sampling_file=sampling_file,
         limit_s=limit_s, inject_after_s=inject_after_s, answer_limit=answer_limit, ctx=ctx,
-        memory=memory, cpus=cpus, pids_limit=pids_limit, backend=backend, base_image=base_image,
+        memory=memory, disk=disk, cpus=cpus, pids_limit=pids_limit, backend=backend, base_image=base_image,
         npm_dir=npm_dir, clip=clip, command_line=["showcase", *sys.argv[1:]],
     )
     folder = execute_run(opts, say=_say)
@@ -59,6 +60,7 @@ def demo(
     out: Path | None = typer.Option(None, help="Run folder (default runs/demo-<time>)."),
     harness: str = typer.Option("builtin", help="builtin, or mini-swe-agent (its own recorded conversation)."),
     npm_dir: Path | None = typer.Option(None, envvar="SHOWCASE_NPM_DIR", help="Folder of the import map's npm tarballs."),
+    disk: str = typer.Option("4g", help="Hard cap of what the agent writes (/work and /logs together), kernel-enforced."),
 ) -> None:
     """The whole pipeline offline, against a replay model: a recorded conversation builds a page
     in several versions through a real agent in a real sealed container."""
@@ -75,7 +77,7 @@ def demo(
         _say(f"demo: replay model at {server.base_url} plays {script.name}")
         opts = RunOptions(
             harness=harness, upstream=server.base_url, model=server.replayer.script.model, out=out,
-            limit_s=900, inject_after_s=600, npm_dir=npm_dir, command_line=["showcase", *sys.argv[1:]],
+            limit_s=900, inject_after_s=600, npm_dir=npm_dir, disk=disk, command_line=["showcase", *sys.argv[1:]],
         )
         folder = execute_run(opts, say=_say)
     print(folder)

@@ -19,6 +19,7 @@ class RunOptions(BaseModel):
     inject_after_s: float | None = Field(None, description="finish-now from this second on (default: the task's)")
     answer_limit: int | None = Field(None, description="answer token limit (default: the task's)")
     ctx: int | None = Field(None, description="context size of the served model, recorded in the contract")
+    disk: str = Field("4g", description="hard cap of what the agent writes (/work and /logs together)")
     memory: str = Field("1.25g", description="container memory limit (swap equal: no extra swap)")
     cpus: float | None = Field(None, description="container CPUs (default min(4, host))")
     pids_limit: int | None = Field(None, description="container pids limit (default: the backend's)")

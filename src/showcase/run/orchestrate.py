@@ -20,18 +20,20 @@ from typing import Callable
 from pydantic import BaseModel
 
 from showcase import __version__
-from showcase.errors import UserError
+from showcase.errors import InfraError, UserError
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
 from showcase.run.layout import RunLayout
 from showcase.run.options import RunOptions
 from showcase.run.shot import shot_route, write_tools
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
+from showcase.sandbox.base import RUN_LABEL
 from showcase.task import Task, load_task
 
 Progress = Callable[[str], None]
 
 POLL_S = 0.5  # how often the supervisor looks at the agent; the watcher itself is event-driven
-RUN_LABEL = "showcase.run"  # container label naming the run folder, so finalize can find leftovers
+LIFETIME_GRACE_S = 45  # the container ends itself this long after the hard stop, even if showcase is dead
+SPACE_FOLDERS = ["work", "agent"]  # what the agent writes (/work, /logs): one image, one cap
 
 
 class RunEvent(BaseModel):
@@ -63,6 +65,22 @@ class EventLog:
         append_jsonl(self.path, RunEvent(t_s=round(time.monotonic() - self.t0, 3), at=_now_iso(), event=event, detail=detail))
 
 
+def sweep_leftovers(backend: str | None, say: Progress) -> None:
+    """Remove what dead runs left behind (their containers, their mounted spaces); never a live run's.
+
+    backend None: every known backend's (finalize does not know which one the run used)."""
+    from showcase.sandbox.base import get_backend, known_backends
+    from showcase.sandbox.space import sweep_mounts
+
+    try:
+        lines = [line for name in ([backend] if backend else known_backends())
+                 for line in get_backend(name).remove_leftovers()] + sweep_mounts()
+    except Exception as exc:  # a sweep that fails must not stop this run
+        lines = [f"leftover sweep failed: {exc}"]
+    for line in lines:
+        say(f"cleanup: {line}")
+
+
 def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
     """Bad input before anything starts: each a one-line error naming the fix (exit 2)."""
     from showcase.gate.config import load_sampling
@@ -84,6 +102,19 @@ def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
     reason = get_backend(opts.backend).unavailable_reason()
     if reason:
         raise UserError(f"sandbox backend {opts.backend}: {reason}")
+    from showcase.sandbox.base import parse_size
+    from showcase.sandbox.space import unavailable_reason as space_unavailable
+
+    try:
+        disk = parse_size(opts.disk)
+    except UserError:
+        raise UserError(f"--disk {opts.disk!r} is not a size: use e.g. 4g or 512m") from None
+    if disk < 16 << 20:
+        raise UserError(f"--disk {opts.disk!r} is too small: use at least 16m (default 4g)")
+
+    reason = space_unavailable()
+    if reason:
+        raise InfraError(f"disk cap: {reason}")
     reason = asyncio.run(probe_upstream(opts.upstream, opts.model, opts.upstream_key, timeout_s=15))
     if reason:
         from showcase.run.artefacts import redact_text
@@ -168,8 +199,10 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     from showcase.run.watcher import Watcher
     from showcase.sandbox.base import Mount, SandboxSpec, get_backend
     from showcase.sandbox.image import ensure_image
+    from showcase.sandbox.space import RunSpace
 
     task, harness, sampling = preflight(opts)
+    sweep_leftovers(opts.backend, say)
     layout = RunLayout(opts.out)
     layout.make()
     limit_s = opts.limit_s if opts.limit_s is not None else task.limits.limit_s
@@ -215,6 +248,9 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             Mount(host=layout.agent_dir, container="/logs", read_only=False),
         ],
         api_key=key,
+        disk=opts.disk,
+        # The container ends itself after the hard stop and a grace, even if showcase is dead by then.
+        lifetime_s=limit_s + LIFETIME_GRACE_S,
         memory=opts.memory,
         cpus=opts.cpus,
         **({"pids_limit": opts.pids_limit} if opts.pids_limit else {}),
@@ -231,7 +267,11 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     events("run_started", started_at=_now_iso(), start_epoch=time.time())
     refusals = _refusal_recorder(layout, events)
     watcher = monitor = None
+    space = RunSpace(layout.root, SPACE_FOLDERS)
     try:
+        # Before the watcher: it must watch the image's folder, not the one the mount covers.
+        timings = space.open(spec.disk_bytes, spec.uid, spec.gid)
+        events("space_opened", cap_bytes=spec.disk_bytes, **{k: round(v, 3) for k, v in timings.items()})
         watcher = Watcher(
             layout.work,
             layout.root,
@@ -262,7 +302,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         events("agent_started", harness=harness.id, limit_s=limit_s, inject_after_s=inject_s, start_epoch=time.time())
         say(f"agent: started; finish-now from {inject_s:.0f} s, hard stop at {limit_s:.0f} s")
         sandbox.start_process(command, env=env, log_path=layout.agent_log)
-        _supervise(sandbox, gate, events, t0, limit_s, layout, harness.launch.done_pattern, say)
+        _supervise(sandbox, gate, events, t0, limit_s, layout, harness.launch.done_pattern, say, disk_full=space.is_full)
     finally:
         # Whatever happened above, leave nothing running and keep what was seen.
         gate.hard_stop()
@@ -275,6 +315,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         _safe(sandbox.remove)
         leaks = _safe(sandbox.leak_audit)
         server.stop()
+        _close_space(space, events, say)
         events(
             "sandbox_removed",
             exit=exit_info.model_dump(mode="json") if exit_info is not None else None,
@@ -283,6 +324,23 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             host_load=[s.model_dump(mode="json") for s in host_load],
         )
     return finalize(layout.root, say=say, npm_dir=opts.npm_dir, clip=opts.clip, clip_seconds=opts.clip_seconds)
+
+
+def _close_space(space, events: "EventLog", say: Progress) -> None:
+    """The agent's folders become plain folders of the run again; nothing stays mounted."""
+    if not space.exists():
+        return
+    try:
+        report = space.close()
+    except Exception as exc:
+        events("space_close_failed", error=str(exc)[:300])
+        say(f"disk: could not close the run's space ({exc}); `showcase finalize` tries again")
+        return
+    events("space_closed", **report.model_dump())
+    if report.full:
+        say("disk: the agent's space was full at the end")
+    if report.skipped_count:
+        say(f"disk: {report.skipped_count} entries of the agent's folders not kept (links, FIFOs, devices)")
 
 
 def _container_pids(sandbox) -> list[int]:
@@ -341,9 +399,10 @@ def _agent_said_done(layout: RunLayout, pattern: str) -> bool:
 
 
 def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layout: RunLayout, done_pattern: str,
-               say: Progress) -> str:
+               say: Progress, disk_full: Callable[[], bool] = lambda: False) -> str:
     """Wait for the agent to end or the hard stop; return how the agent ended."""
     announced_finish_now = False
+    announced_disk_full = False
     last_say = 0.0
     while True:
         elapsed = time.monotonic() - t0
@@ -358,6 +417,10 @@ def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layou
             events("agent_ended", how=how, exit_code=info.exit_code)
             say(f"agent: ended ({how}, exit code {info.exit_code}) after {elapsed / 60:.1f} min")
             return how
+        if not announced_disk_full and disk_full():
+            announced_disk_full = True
+            events("disk_full", at_s=round(elapsed, 3))
+            say("disk: the agent's space is full (writes fail with ENOSPC); the run goes on")
         stats = gate.stats
         if not announced_finish_now and stats.finish_now_count > 0:
             announced_finish_now = True
@@ -420,7 +483,7 @@ def _write_contract(layout, opts: RunOptions, task: Task, harness, sampling: dic
         model=opts.model,
         upstream_url=opts.upstream,
         sampling=sampling,
-        sandbox_limits=SandboxLimits(memory_bytes=parse_size(spec.memory), cpus=spec.cpu_limit,
+        sandbox_limits=SandboxLimits(memory_bytes=parse_size(spec.memory), cpus=spec.cpu_limit, disk_bytes=spec.disk_bytes,
                                      pids=spec.pids_limit, network=spec.network,
                                      read_only_root=spec.read_only_root, user=spec.user),
         image=ImageInfo(id=image_digest(image), tag=image),
@@ -445,6 +508,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     from showcase.run.summary import with_summary
     from showcase.run.title import world_title
     from showcase.run.watcher import recover_versions
+    from showcase.sandbox.space import RunSpace
 
     layout = RunLayout(Path(run_dir))
     if not layout.contract.is_file():
@@ -455,6 +519,15 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         page_name, page_cap = task.output_file, task.page_cap_bytes
     except UserError:
         page_name, page_cap = "game.html", DEFAULT_PAGE_CAP
+    space = RunSpace(layout.root)
+    try:
+        owner = space.state().owner if space.state_path.is_file() else None
+    except (OSError, ValueError):
+        owner = None  # unreadable: close() says what it cannot do
+    if owner is not None:
+        if owner.alive() and owner.pid != os.getpid():
+            raise UserError(f"{run_dir} is still running (showcase process {owner.pid}); finalize it once that has ended")
+    sweep_leftovers(None, say)
     events = read_events(layout)
     start = next((e for e in events if e.event == "run_started"), None)
     agent_start = next((e for e in events if e.event == "agent_started"), None)
@@ -467,6 +540,12 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         say("finalize: the run was interrupted; stopping what is left of it")
         _kill_leftovers(layout, say)
         log("finalized_after_interruption", at=_now_iso())
+    if space.exists():
+        # Mounted (showcase was killed) or not (the machine restarted): either way, plain folders again.
+        _close_space(space, log, say)
+        events = read_events(layout)
+    agent_start = next((e for e in events if e.event == "agent_started"), None)
+    start_epoch = agent_start.detail.get("start_epoch") if agent_start else None
     recovered = recover_versions(layout.root, start_epoch=start_epoch)
     if recovered:
         say(f"finalize: {len(recovered)} version(s) recovered from versions/")
@@ -526,6 +605,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         foreign_processes=[ForeignProcess(**p) for p in (removed.detail.get("foreign") or [])] if removed else [],
         host_load=[LoadSample(**s) for s in (removed.detail.get("host_load") or [])] if removed else [],
         world_title=world_title(chosen.read_bytes()) if chosen is not None else None,
+        disk_full=any(e.event == "disk_full" or (e.event == "space_closed" and e.detail.get("full")) for e in events),
         leaks=removed.detail.get("leaks") if removed else None,
         refused_entries=_refused_texts(read_events(layout)),
     )

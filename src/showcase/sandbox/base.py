@@ -22,6 +22,9 @@ RELAY_IN_CONTAINER = "/opt/showcase/relay.py"
 RELAY_ON_HOST = Path(__file__).with_name("relay.py")
 WORK_IN_CONTAINER = "/work"
 GATE_IN_CONTAINER = "/gate"
+RUN_LABEL = "showcase.run"  # label naming a run's folder: what the leftover sweep looks for, and nothing else
+OWNER_LABEL = "showcase.owner"  # boot id, pid and start time of the process that started the sandbox
+DEADLINE_LABEL = "showcase.deadline"  # epoch second by which the sandbox has ended itself
 
 
 def parse_size(text: str) -> int:
@@ -48,6 +51,10 @@ class SandboxSpec(BaseModel):
 
     image: str = Field(description="image tag or id (see `showcase image build`); never pulled")
     workdir_host: Path = Field(description="host folder mounted read-write at /work (the agent's only writable disk)")
+    disk: str | None = Field("4g", description="hard cap of the writable disk (/work and every read-write mount "
+                             "together), enforced by the kernel; None = the host folders as they are, unbounded")
+    lifetime_s: float = Field(3 * 3600, gt=0, allow_inf_nan=False,
+                              description="the sandbox ends itself this long after it starts, whatever the host does")
     gate_dir_host: Path = Field(description="host folder holding the gate's Unix socket, mounted read-only at /gate")
     gate_socket: str = Field("gate.sock", description="file name of the gate's socket inside gate_dir_host")
     extra_mounts: list[Mount] = Field(default_factory=list, description="more bind mounts (read-only unless said)")
@@ -64,7 +71,8 @@ class SandboxSpec(BaseModel):
     read_only_root: bool = Field(True, description="root file system read-only")
     drop_capabilities: bool = Field(True, description="drop all Linux capabilities")
     no_new_privileges: bool = Field(True, description="setuid binaries cannot raise privileges")
-    init: bool = Field(True, description="an init process as PID 1 (reaps zombies, forwards signals)")
+    init: bool = Field(True, description="kept for old specs: PID 1 is always the relay's own init (reaps zombies, "
+                       "forwards signals, ends the sandbox at lifetime_s)")
     network: str = Field("none", description="container network; 'none' = no interface but loopback")
     relay_port: int = Field(8765, ge=1, le=65535, description="loopback port of the in-sandbox relay to the gate")
     relay_ready_s: float = Field(30, gt=0, description="how long start() waits for the relay to answer")
@@ -80,6 +88,22 @@ class SandboxSpec(BaseModel):
         except UserError as exc:  # pydantic reports ValueErrors with the field's name
             raise ValueError(str(exc)) from None
         return value
+
+    @field_validator("disk")
+    @classmethod
+    def _disk(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                size = parse_size(value)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+            if size < 16 << 20:
+                raise ValueError(f"disk {value!r} is too small: at least 16m")
+        return value
+
+    @property
+    def disk_bytes(self) -> int | None:
+        return parse_size(self.disk) if self.disk is not None else None
 
     @field_validator("memory_swap")
     @classmethod
@@ -120,7 +144,7 @@ class SandboxSpec(BaseModel):
 
 # Fields a user may set from the command line (`--sandbox KEY=VALUE`, repeatable); the rest
 # (image, folders, key, labels) belong to the run.
-OVERRIDABLE = ("memory", "memory_swap", "cpus", "pids_limit", "tmpfs_tmp", "tmpfs_home", "read_only_root",
+OVERRIDABLE = ("memory", "memory_swap", "disk", "lifetime_s", "cpus", "pids_limit", "tmpfs_tmp", "tmpfs_home", "read_only_root",
                "drop_capabilities", "no_new_privileges", "init", "network", "relay_port", "user")
 
 
@@ -237,6 +261,14 @@ class Sandbox(ABC):
     @abstractmethod
     def leak_audit(self) -> list[str]:
         """What of this sandbox is still left (containers, processes, threads); empty = clean."""
+
+    @classmethod
+    def remove_leftovers(cls) -> list[str]:
+        """Remove what dead runs left (sandboxes labelled RUN_LABEL whose owner is gone); what was removed.
+
+        Never a sandbox without RUN_LABEL, never one whose owner still runs.
+        """
+        return []
 
     def __enter__(self) -> "Sandbox":
         return self

@@ -6,9 +6,13 @@ else is an attempt to get out or to hurt the host, made from inside the sandbox.
 """
 
 import json
+import os
 import shutil
+import signal
 import socket
 import socketserver
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -20,9 +24,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from showcase.sandbox.base import Sandbox, SandboxSpec, get_backend, parse_size
+from showcase.sandbox.base import RUN_LABEL, Sandbox, SandboxSpec, get_backend, parse_size
+from showcase.sandbox.space import RunSpace, is_mounted, sweep_mounts
 
 STREAM_ACK_WAIT_S = 15  # how long the stand-in gate holds a stream open waiting for the client's ack
+CONFORMANCE_DISK = "256m"  # the suite's disk cap: small, so filling it is quick (the run's default is 4g)
+LIFETIME_S = 8  # lifetime of the short-lived sandboxes the deadline and leftover checks start
+LIFETIME_GRACE_S = 20  # how long after its lifetime a sandbox may take to be gone
 
 
 class CheckResult(BaseModel):
@@ -197,7 +205,8 @@ def open_conformance(backend: str, image: str, **spec_overrides) -> Iterator[Con
     try:
         with StandInGate(gate_dir) as gate:
             spec = SandboxSpec(image=image, workdir_host=work, gate_dir_host=gate_dir, api_key="sk-conformance",
-                               labels={"showcase.purpose": "conformance"}, **spec_overrides)
+                               labels={"showcase.purpose": "conformance"},
+                               **{"disk": CONFORMANCE_DISK, **spec_overrides})
             sandbox.start(spec)
             try:
                 yield Conformance(backend=backend, sandbox=sandbox, spec=spec, gate=gate, tmp=tmp)
@@ -456,7 +465,137 @@ def check_disk_fill(run: Conformance) -> tuple[bool, str]:
     limits = {"tmp": parse_size(run.spec.tmpfs_tmp) >> 20, "home": parse_size(run.spec.tmpfs_home) >> 20}
     ok = all(res[k]["error"] == "ENOSPC" and res[k]["mb"] <= limits[k] for k in limits)
     return ok, ("; ".join(f"{k}: stopped at {res[k]['mb']} MB with {res[k]['error']} (size {limits[k]} MB)" for k in limits)
-                + "; root file system read-only (see read_only_root); /work is the host's run folder (not bounded here)")
+                + "; root file system read-only (see read_only_root); /work: see disk_cap")
+
+_FILL_WORK = r"""
+import errno, json, os
+written, error = 0, None
+block = b"\1" * (1 << 20)
+try:
+    with open("/work/fill", "wb") as f:
+        while written < %d:
+            f.write(block); f.flush(); os.fsync(f.fileno()); written += len(block)
+except OSError as e:
+    error = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps({"mb": written >> 20, "error": error}))
+"""
+
+
+def _host_free(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def check_disk_cap(run: Conformance) -> tuple[bool, str]:
+    cap = run.spec.disk_bytes or parse_size(CONFORMANCE_DISK)  # no cap set: judge against the suite's
+    attempt = 4 * cap  # far past the cap: without one the host gives it all
+    before = _host_free(run.tmp)
+    try:
+        res = run.probe_json(_FILL_WORK % attempt, timeout_s=300)
+        dropped = before - _host_free(run.tmp)
+    finally:
+        run.sandbox.exec(["rm", "-f", "/work/fill"], timeout_s=60)
+    after = run.sandbox.exec(["sh", "-c", "echo ok > /work/after && cat /work/after && rm /work/after"], timeout_s=30)
+    # Others share this disk: allow a quarter of the cap for their writes meanwhile.
+    ok = (run.spec.disk_bytes is not None and res["error"] == "ENOSPC" and res["mb"] << 20 <= cap and dropped <= cap * 1.25
+          and after.stdout.strip() == "ok")
+    return ok, (f"wrote {res['mb']} MB into /work before {res['error']} (cap {cap >> 20} MB, tried {attempt >> 20} MB); "
+                f"host free space dropped by {dropped >> 20} MB; writable again after deleting: {after.stdout.strip() == 'ok'}")
+
+
+_BEAT = "while :; do date +%s%N > /work/beat; sleep 0.2; done"
+
+
+def _short_spec(run: Conformance, work: Path, **labels) -> SandboxSpec:
+    work.mkdir(parents=True, exist_ok=True)
+    return run.spec.model_copy(update={"workdir_host": work, "lifetime_s": LIFETIME_S, "name": None,
+                                       "labels": {**run.spec.labels, **labels}})
+
+
+def _beating(work: Path, for_s: float = 2.0) -> bool:
+    """Does /work/beat (rewritten every 0.2 s by a live sandbox) still change?"""
+    beat = work / "beat"
+    first = beat.stat().st_mtime_ns if beat.exists() else None
+    time.sleep(for_s)
+    return beat.exists() and beat.stat().st_mtime_ns != first
+
+
+def check_deadline(run: Conformance) -> tuple[bool, str]:
+    """A sandbox nobody looks after ends itself at its lifetime; what ran inside stops writing."""
+    work = run.tmp / "deadline" / "work"
+    sandbox = get_backend(run.backend)()
+    started = time.monotonic()
+    sandbox.start(_short_spec(run, work))
+    try:
+        sandbox.start_process(["sh", "-c", _BEAT], log_path=run.tmp / "beat.log")
+        sandbox.exec(["sh", "-c", f"setsid sh -c '{_BEAT.replace('beat', 'beat2')}' >/dev/null 2>&1 &"], timeout_s=30)
+        beating_before = _beating(work)
+        # From here on the host does nothing to it: only looks.
+        info = sandbox.wait(LIFETIME_S + LIFETIME_GRACE_S)
+        ended_s = time.monotonic() - started
+        still = _beating(work) if info.how != "running" else True
+    finally:
+        sandbox.kill()
+        sandbox.remove()
+    ok = beating_before and info.how != "running" and ended_s <= LIFETIME_S + LIFETIME_GRACE_S and not still
+    return ok, (f"lifetime {LIFETIME_S} s, nothing done from the host: sandbox {info.how} after {ended_s:.1f} s "
+                f"(bound {LIFETIME_S + LIFETIME_GRACE_S} s); inside wrote before: {beating_before}, after: {still}")
+
+
+_DEAD_OWNER = r"""
+import sys, time
+from showcase.sandbox.base import SandboxSpec, get_backend
+spec = SandboxSpec.model_validate_json(sys.stdin.read())
+sandbox = get_backend(sys.argv[1])()
+sandbox.start(spec)
+sandbox.start_process(["sh", "-c", sys.argv[2]], log_path=None)
+print("started", flush=True)
+time.sleep(3600)
+"""
+
+
+def check_leftover_cleanup(run: Conformance) -> tuple[bool, str]:
+    """The sweep removes the sandbox (and mounted space) of a killed owner, never a live one's."""
+    dead_work, live_work = run.tmp / "dead" / "work", run.tmp / "live" / "work"
+    dead_spec = _short_spec(run, dead_work, **{RUN_LABEL: str(dead_work.parent)}).model_copy(update={"lifetime_s": 600})
+    live_spec = _short_spec(run, live_work, **{RUN_LABEL: str(live_work.parent)}).model_copy(update={"lifetime_s": 600})
+    # The dead run's owner is a real process, killed with SIGKILL as a crashed showcase would be.
+    owner = subprocess.Popen([sys.executable, "-c", _DEAD_OWNER, run.backend, _BEAT], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    live = get_backend(run.backend)()
+    try:
+        owner.stdin.write(dead_spec.model_dump_json())
+        owner.stdin.close()
+        line = owner.stdout.readline()
+        if line.strip() != "started":
+            return False, f"the owner process did not start its sandbox: {owner.stderr.read()[-300:]}"
+        os.killpg(owner.pid, signal.SIGKILL)
+        owner.wait(30)
+        live.start(live_spec)
+        live.start_process(["sh", "-c", _BEAT], log_path=run.tmp / "live-beat.log")
+        dead_space = RunSpace(dead_work.parent)
+        dead_beating = _beating(dead_work)
+        removed = type(live).remove_leftovers()
+        unmounted = sweep_mounts()
+        dead_after = _beating(dead_space.mnt / "work") if is_mounted(dead_space.mnt) else _beating(dead_work)
+        live_after = _beating(live_work) and live.exit_info().how == "running"
+        dead_mount_gone = not is_mounted(dead_space.mnt) and not is_mounted(dead_work)
+        report = dead_space.close()  # what the dead run wrote is still there to keep
+        kept = (dead_work / "beat").is_file()
+    finally:
+        if owner.poll() is None:
+            os.killpg(owner.pid, signal.SIGKILL)
+        live.kill()
+        live.remove()
+        type(live).remove_leftovers()
+        sweep_mounts()
+        RunSpace(dead_work.parent).close()
+    ours = [line for line in removed if str(dead_work.parent) in line]
+    wrong = [line for line in removed if str(live_work.parent) in line]
+    ok = dead_beating and not dead_after and live_after and dead_mount_gone and kept and len(ours) == 1 and not wrong
+    return ok, (f"owner killed -9; dead run's sandbox wrote before the sweep: {dead_beating}, after: {dead_after}; "
+                f"sweep: {removed + unmounted or 'nothing'}; its space unmounted: {dead_mount_gone}, its files kept: "
+                f"{kept} ({report.copied_files} files); a live run's sandbox still runs and writes: {live_after}")
 
 
 def check_exec_timeout(run: Conformance) -> tuple[bool, str]:
@@ -502,6 +641,9 @@ CHECKS = [
     Check("memory_hog", "a memory hog is OOM-killed and labelled; the run survives", check_memory_hog),
     Check("fork_bomb", "a fork bomb stops at the pids limit", check_fork_bomb),
     Check("disk_fill", "filling the writable disks is bounded", check_disk_fill),
+    Check("disk_cap", "/work stops at the disk cap with ENOSPC; the host's disk gives no more", check_disk_cap),
+    Check("deadline", "a sandbox ends itself at its lifetime, with the host doing nothing", check_deadline),
+    Check("leftover_cleanup", "the sweep removes a dead owner's sandbox and space, not a live one's", check_leftover_cleanup),
     Check("kill_leaves_nothing", "after kill nothing of the run is left", check_kill_leaves_nothing),
 ]
 CHECK_NAMES = [c.name for c in CHECKS]

@@ -1,6 +1,7 @@
 """The Docker backend (Docker SDK): one container per run, the relay as its main process.
 
-The container's command is the relay (under Docker's init as PID 1); the agent and every other
+The container's command is the relay, as its own init (PID 1, which ends the container at the
+spec's lifetime even if the host side is gone: see relay.py); the agent and every other
 command are `exec`s, each started as `sh -c 'echo $$ > PIDFILE; CMD'` so that we know its
 process-group/session id and can kill its whole tree from inside (a timeout that really kills,
 on any engine, local or remote). An out-of-memory kill is read from the engine's event stream
@@ -23,20 +24,25 @@ from docker.types import Mount as DockerMount
 
 from showcase.errors import InfraError, UserError
 from showcase.sandbox.base import (
+    DEADLINE_LABEL,
     GATE_IN_CONTAINER,
+    OWNER_LABEL,
     RELAY_IN_CONTAINER,
     RELAY_ON_HOST,
     WORK_IN_CONTAINER,
     ExecResult,
     ExitInfo,
     ProcessHandle,
+    RUN_LABEL,
     Sandbox,
     SandboxSpec,
     parse_size,
 )
+from showcase.sandbox import space as run_space
 
 LABEL = "showcase.sandbox"  # value: this sandbox's id; the leak audit looks for it
 OUTPUT_CAP = 8 << 20  # bytes kept per stream of one exec (the rest is dropped, and said so)
+LOG_CAP = 64 << 20  # bytes a long-running process may append to its host log (agent.log); the rest is counted
 PID_DIR = "/tmp"  # tmpfs; where each exec writes its process-group id
 
 
@@ -60,6 +66,7 @@ class _Stream:
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.truncated = False
+        self.dropped = 0  # bytes of a logged stream beyond LOG_CAP
         self.error: BaseException | None = None
         self._log_path = log_path
         self._gen = gen
@@ -74,14 +81,26 @@ class _Stream:
                 self.truncated = True
             buf.extend(data[: max(room, 0)])
 
+    def _log(self, sink, data: bytes) -> None:
+        """Append to the host log up to LOG_CAP bytes; past it one marker line, then only a count."""
+        room = LOG_CAP - self._logged
+        if room > 0:
+            kept = data[:room]
+            sink.write(kept)
+            self._logged += len(kept)
+            data = data[len(kept):]
+            if data:
+                sink.write(f"\n[showcase: output beyond {LOG_CAP >> 20} MiB dropped from here on]\n".encode())
+            sink.flush()
+        self.dropped += len(data)
+
     def _run(self) -> None:
         sink = open(self._log_path, "ab") if self._log_path else None
+        self._logged = sink.tell() if sink else 0
         try:
             for item in self._gen:
                 if sink:
-                    data = b"".join(part or b"" for part in item) if self._demux else item
-                    sink.write(data)
-                    sink.flush()
+                    self._log(sink, b"".join(part or b"" for part in item) if self._demux else item)
                 elif self._demux:
                     self._keep(self.stdout, item[0])
                     self._keep(self.stderr, item[1])
@@ -91,7 +110,11 @@ class _Stream:
             self.error = exc
         finally:
             if sink:
-                sink.close()
+                try:
+                    if self.dropped:
+                        sink.write(f"[showcase: {self.dropped} bytes of output dropped]\n".encode())
+                finally:
+                    sink.close()
 
 
 class DockerSandbox(Sandbox):
@@ -104,6 +127,9 @@ class DockerSandbox(Sandbox):
         self.container_id: str | None = None
         self._processes: list[ProcessHandle] = []
         self._started_at: datetime | None = None
+        self.space: run_space.RunSpace | None = None  # the disk this backend made itself (see _bound_disk)
+        self.space_timings: dict[str, float] = {}
+        self.space_report: run_space.CloseReport | None = None
         try:
             self.client = docker.from_env(timeout=120)
             # Output streams wait as long as the command runs: no read timeout there.
@@ -132,6 +158,38 @@ class DockerSandbox(Sandbox):
         if not spec.gate_dir_host.is_dir():
             raise UserError(f"gate folder {spec.gate_dir_host} does not exist")
         spec.workdir_host.mkdir(parents=True, exist_ok=True)
+        self._bound_disk(spec)
+        try:
+            self._create_and_start(spec)
+        except BaseException:
+            self._close_space()
+            raise
+
+    def _bound_disk(self, spec: SandboxSpec) -> None:
+        """Make sure /work and every read-write mount together hold at most spec.disk bytes.
+
+        Folders already on one filesystem no larger than the cap (a run's own space) are used as
+        they are; otherwise the backend makes a space of that size over them, closed by remove().
+        """
+        cap = spec.disk_bytes
+        if cap is None:
+            return
+        folders = [Path(spec.workdir_host), *(Path(m.host) for m in spec.extra_mounts if not m.read_only)]
+        devices = {os.stat(f).st_dev for f in folders}
+        sizes = [os.statvfs(f).f_blocks * os.statvfs(f).f_frsize for f in folders]
+        if len(devices) == 1 and max(sizes) <= cap:
+            return
+        parents = {f.resolve().parent for f in folders}
+        if len(parents) != 1:
+            raise UserError("a disk cap needs /work's folder and every read-write mount side by side in one folder")
+        self.space = run_space.RunSpace(parents.pop(), [f.resolve().name for f in folders])
+        self.space_timings = self.space.open(cap, spec.uid, spec.gid)
+
+    def _close_space(self) -> run_space.CloseReport | None:
+        space, self.space = self.space, None
+        return space.close() if space is not None else None
+
+    def _create_and_start(self, spec: SandboxSpec) -> None:
         if spec.chown_workdir and os.geteuid() == 0:
             _chown_tree(spec.workdir_host, spec.uid, spec.gid)
         mounts = [
@@ -146,9 +204,11 @@ class DockerSandbox(Sandbox):
         memory = parse_size(spec.memory)
         swap = memory if spec.memory_swap is None else (-1 if spec.memory_swap == "-1" else parse_size(spec.memory_swap))
         tmpfs_opts = "rw,nosuid,nodev"
-        labels = {"showcase": "1", LABEL: self.id, **spec.labels}
-        command = ["python3", RELAY_IN_CONTAINER, "--listen", f"127.0.0.1:{spec.relay_port}",
-                   "--socket", f"{GATE_IN_CONTAINER}/{spec.gate_socket}"]
+        labels = {"showcase": "1", LABEL: self.id, **spec.labels,
+                  OWNER_LABEL: run_space.Owner.me().label(), DEADLINE_LABEL: f"{time.time() + spec.lifetime_s:.0f}"}
+        # The relay is PID 1 and its own init: the container ends at lifetime_s whatever the host does.
+        command = ["python3", RELAY_IN_CONTAINER, "--lifetime-s", f"{spec.lifetime_s:.3f}",
+                   "--listen", f"127.0.0.1:{spec.relay_port}", "--socket", f"{GATE_IN_CONTAINER}/{spec.gate_socket}"]
         self._started_at = _now()
         try:
             self.container = self.client.containers.create(
@@ -164,7 +224,7 @@ class DockerSandbox(Sandbox):
                 },
                 cap_drop=["ALL"] if spec.drop_capabilities else None,
                 security_opt=["no-new-privileges"] if spec.no_new_privileges else None,
-                init=spec.init, mounts=mounts, stdin_open=False, tty=False,
+                init=False, mounts=mounts, stdin_open=False, tty=False,
             )
         except docker.errors.ImageNotFound:
             raise UserError(f"no image {spec.image!r}") from None
@@ -440,17 +500,52 @@ class DockerSandbox(Sandbox):
             time.sleep(0.05)
 
     def remove(self) -> None:
-        if self.container_id is None:
-            return
         try:
-            self.client.api.remove_container(self.container_id, v=True, force=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            if "already in progress" not in str(exc):
-                raise InfraError(f"removing the sandbox failed: {exc.explanation or exc}") from None
-        for handle in self._processes:
-            handle.backend_state["stream"].thread.join(5)
+            if self.container_id is not None:
+                try:
+                    self.client.api.remove_container(self.container_id, v=True, force=True)
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as exc:
+                    if "already in progress" not in str(exc):
+                        raise InfraError(f"removing the sandbox failed: {exc.explanation or exc}") from None
+                for handle in self._processes:
+                    handle.backend_state["stream"].thread.join(5)
+        finally:
+            # Nothing writes into the space any more: leave its folders plain and unmount it.
+            report = self._close_space()
+            if report is not None:
+                self.space_report = report
+
+    @classmethod
+    def remove_leftovers(cls) -> list[str]:
+        """Containers labelled RUN_LABEL whose owner process is gone (or, unowned, past their deadline)."""
+        try:
+            client = docker.from_env(timeout=30)
+            found = client.containers.list(all=True, filters={"label": RUN_LABEL})
+        except docker.errors.DockerException:
+            return []
+        removed = []
+        for c in found:
+            labels = c.labels or {}
+            owner = run_space.Owner.from_label(labels.get(OWNER_LABEL, ""))
+            try:
+                deadline = float(labels[DEADLINE_LABEL])
+            except (KeyError, ValueError):
+                deadline = None
+            if owner is not None:
+                dead = not owner.alive()
+            else:
+                dead = deadline is not None and time.time() > deadline
+            if not dead:
+                continue
+            try:
+                c.remove(force=True)
+                removed.append(f"removed the leftover container {c.name} of a dead run in {labels[RUN_LABEL]}")
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc) and not isinstance(exc, docker.errors.NotFound):
+                    removed.append(f"could not remove the leftover container {c.name}: {exc.explanation or exc}")
+        return removed
 
     def leak_audit(self) -> list[str]:
         leaks = []
@@ -461,6 +556,8 @@ class DockerSandbox(Sandbox):
         for handle in self._processes:
             if handle.backend_state["stream"].thread.is_alive():
                 leaks.append(f"output reader of {handle.cmd[:1]} still running")
+        if self.space is not None:
+            leaks.append(f"disk image still mounted at {self.space.mnt}")
         return leaks
 
 

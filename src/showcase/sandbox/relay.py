@@ -8,15 +8,23 @@ direction (Server-Sent Events stream through unbuffered), one task pair per conn
 number of concurrent connections), half-closes are forwarded. When the gate's socket cannot be
 reached the client gets an HTTP 502 with a one-line reason instead of a bare reset.
 
-    python3 relay.py --listen 127.0.0.1:8765 --socket /gate/gate.sock
+    python3 relay.py --listen 127.0.0.1:8765 --socket /gate/gate.sock [--lifetime-s N]
+
+With --lifetime-s it is also the sandbox's PID 1: it runs the relay as its child, reaps every
+orphan, forwards SIGTERM/SIGINT/SIGHUP, and returns (which ends the container and every process in
+it) when the relay ends or N seconds have passed, whatever the host does. As PID 1 of its PID
+namespace it cannot be stopped or killed from inside (the kernel drops SIGSTOP/SIGKILL sent to a
+namespace's init by its own members); killing the relay only ends the sandbox sooner.
 """
 
 import argparse
 import asyncio
+import os
 import signal
 import socket
 import struct
 import sys
+import time
 
 CHUNK = 65536
 CONNECT_TIMEOUT_S = 30
@@ -103,11 +111,46 @@ async def serve(host: str, port: int, socket_path: str) -> None:
         await stop.wait()
 
 
+def init(lifetime_s: float, relay_argv: list) -> int:
+    """PID 1: the relay as child, orphans reaped, and an end at lifetime_s at the latest."""
+    deadline = time.monotonic() + lifetime_s
+    child = os.fork()
+    if child == 0:
+        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), *relay_argv])
+
+    def forward(signum, _frame):
+        try:
+            os.kill(child, signum)
+        except OSError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    while True:
+        while True:  # reap every child that has ended (execs' orphans are re-parented to us)
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = child, 0
+            if pid == 0:
+                break
+            if pid == child:
+                return os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8
+        left = deadline - time.monotonic()
+        if left <= 0:
+            print(f"sandbox lifetime of {lifetime_s:.0f} s reached: ending", file=sys.stderr, flush=True)
+            return 124
+        time.sleep(min(0.5, left))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Relay 127.0.0.1:PORT to the gate's Unix socket.")
     parser.add_argument("--listen", default="127.0.0.1:8765", help="host:port to listen on (loopback)")
     parser.add_argument("--socket", default="/gate/gate.sock", help="the gate's Unix socket")
+    parser.add_argument("--lifetime-s", type=float, default=None, help="be PID 1 and end everything after this long")
     args = parser.parse_args(argv)
+    if args.lifetime_s is not None:
+        return init(args.lifetime_s, ["--listen", args.listen, "--socket", args.socket])
     host, _, port = args.listen.rpartition(":")
     try:
         asyncio.run(serve(host or "127.0.0.1", int(port), args.socket))
