@@ -12,6 +12,7 @@ import secrets
 import selectors
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import uuid
@@ -276,3 +277,15 @@ def _non_root(tmp_path: Path, uid: int, gid: int) -> None:
         control_hits = list(listeners.hits)
     assert sealed_hits == []
     assert len(control_hits) >= 2, control_hits
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root the browser user is required; others use their own namespaces")
+def test_missing_browser_user_is_a_one_line_infrastructure_error_never_an_unsealed_browser(tmp_path):
+    page = Path(__file__).parent / "pages" / "good.html"
+    env = dict(os.environ, SHOWCASE_BROWSER_USER="showcase-no-such-user")
+    out = subprocess.run([sys.executable, "-m", "showcase.cli", "check", str(page), "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 3, out.stderr
+    assert "showcase-no-such-user" in out.stderr and "scripts/setup.sh" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (tmp_path / "o" / "check.json").exists()

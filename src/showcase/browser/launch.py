@@ -8,6 +8,7 @@ environment without any of ours. There is no unsealed way to launch it.
 import asyncio
 import os
 import subprocess
+import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
@@ -81,3 +82,23 @@ async def launch_browser(renderer: str = "swiftshader", extra_args: list[str] | 
                     proc = getattr(getattr(browser, "_impl_obj", None), "_browser_process", None)
                     if proc is not None:
                         proc.kill()
+
+
+async def seal_check() -> str:
+    """Launch a sealed browser, open a page, and say what /proc shows of it (for `showcase doctor`).
+
+    Raises InfraError when the browser does not start sealed or /proc shows any part unsealed.
+    """
+    marker = f"--showcase-seal-check={uuid.uuid4().hex}"
+    async with launch_browser("swiftshader", [marker]) as browser:
+        page = await browser.new_page()
+        await page.goto("about:blank")
+        webgl2 = await page.evaluate("!!document.createElement('canvas').getContext('webgl2')")
+        pid = seal.browser_pid(marker)
+        if pid is None:
+            raise InfraError("the sealed browser started but its process was not found in /proc")
+        facts = seal.seal_facts(pid)
+    line = f"{facts.line()}; WebGL 2 {'on' if webgl2 else 'OFF'}"
+    if not facts.sealed:
+        raise InfraError(f"the browser is not sealed: {line}")
+    return line

@@ -198,12 +198,29 @@ class SealFacts:
         )
 
     def line(self) -> str:
+        uids = sorted({self.browser_uid, *self.renderer_uids})
+        sandbox = self.renderer_own_pid_ns and bool(self.renderer_seccomp) and all(s == 2 for s in self.renderer_seccomp)
         return (
-            f"uid {self.browser_uid}, renderers uid {sorted(set(self.renderer_uids))}; "
-            f"network namespace {'own' if self.own_network else 'THE HOST’S'} ({', '.join(self.interfaces) or 'no interface'}); "
-            f"renderer seccomp {sorted(set(self.renderer_seccomp))}, own pid namespace {self.renderer_own_pid_ns}; "
-            f"upstream key in its environment: {not self.no_upstream_key}"
+            f"uid {', '.join(map(str, uids))}; Chromium sandbox {'on' if sandbox else 'OFF'} "
+            f"(renderers: seccomp {sorted(set(self.renderer_seccomp))}, own pid namespace: {self.renderer_own_pid_ns}); "
+            f"network: {'own namespace' if self.own_network else 'THE HOST’S'} ({', '.join(self.interfaces) or 'no interface'}); "
+            f"upstream key in its environment: {'no' if self.no_upstream_key else 'YES'}"
         )
+
+
+def browser_pid(marker: str) -> int | None:
+    """The browser process (not a child: those carry --type=) whose command line holds `marker`."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes()
+            # The launcher and Debian's wrapper script carry the marker too until they exec Chromium.
+            if marker.encode() in cmd and b"--type=" not in cmd and os.readlink(f"/proc/{d}/exe").endswith("/chromium"):
+                return int(d)
+        except OSError:
+            continue
+    return None
 
 
 def seal_facts(browser_pid: int) -> SealFacts:
