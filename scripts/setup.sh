@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine for showcase, as root. Idempotent: a second run only checks.
 # System packages (Debian's chromium, ffmpeg, docker.io, debootstrap), the browser's system user
-# showcase-browser, a virtualenv in .venv with
-# showcase installed editable, and the offline npm cache of the task's import map.
+# showcase-browser, a virtualenv in .venv with showcase installed editable, and the offline npm
+# cache of the task's import map.
 # --engine: also make sure a Docker engine answers (starts dockerd in the background if none does;
 # it keeps running for you afterwards). The tests start and stop their own engine.
 set -euo pipefail
