@@ -25,6 +25,7 @@ from showcase.browser import seal
 from showcase.browser.cdn import OfflineCdn
 from showcase.browser.launch import CHROMIUM, launch_browser
 from showcase.browser.page import PAGE_URL, open_page
+from showcase.errors import InfraError
 from showcase.task import load_task
 
 pytestmark = pytest.mark.browser
@@ -289,3 +290,16 @@ def test_missing_browser_user_is_a_one_line_infrastructure_error_never_an_unseal
     assert "showcase-no-such-user" in out.stderr and "scripts/setup.sh" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert not (tmp_path / "o" / "check.json").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root the profile is handed to the browser user")
+def test_a_profile_the_browser_user_cannot_reach_is_a_clear_infrastructure_error(monkeypatch):
+    with tempfile.TemporaryDirectory() as private:  # 0700, root's: Playwright makes the profile inside
+        monkeypatch.setenv("TMPDIR", private)
+
+        async def go():
+            async with launch_browser():
+                pass
+
+        with pytest.raises(InfraError, match="TMPDIR any user can enter"):
+            asyncio.run(go())

@@ -41,7 +41,7 @@ n=$#
 while [ "$n" -gt 0 ]; do
   a=$1; shift; n=$((n - 1))
   case $a in
-    --no-sandbox|--no-zygote|--single-process|--disable-namespace-sandbox|--disable-seccomp-filter-sandbox|--disable-gpu-sandbox|--in-process-gpu) continue ;;
+    @UNSEALING@) continue ;;
     --user-data-dir=*) udd=${a#--user-data-dir=} ;;
   esac
   set -- "$@" "$a"
@@ -55,11 +55,15 @@ case $stage in
   start)
     if [ "$(id -u)" = 0 ]; then
       # Playwright made the profile as root, mode 0700: the browser user must own it.
-      chown "${SHOWCASE_SEAL_UID:?}:${SHOWCASE_SEAL_GID:?}" "$udd" || fail "cannot hand the profile to the browser user"
-      SHOWCASE_SEAL_STAGE=root-netns exec unshare --net -- "$0" "$@" || fail "unshare --net failed"
+      chown "${SHOWCASE_SEAL_UID:?}:${SHOWCASE_SEAL_GID:?}" "$udd" || fail "cannot hand the profile $udd to the browser user"
+      setpriv --reuid="$SHOWCASE_SEAL_UID" --regid="$SHOWCASE_SEAL_GID" --clear-groups -- test -w "$udd" -a -x "$udd" \
+        || fail "the browser user cannot reach its profile $udd: give showcase a TMPDIR any user can enter"
+      unshare --net true 2>/dev/null || fail "cannot make a network namespace for the browser (unshare --net): run showcase as root with CAP_SYS_ADMIN"
+      SHOWCASE_SEAL_STAGE=root-netns exec unshare --net -- "$0" "$@"
     fi
-    SHOWCASE_SEAL_STAGE=user-netns exec unshare --user --map-current-user --net -- "$0" "$@" \
-      || fail "unshare --user --net failed"
+    unshare --user --map-current-user --net true 2>/dev/null \
+      || fail "cannot make a user and network namespace for the browser: allow unprivileged user namespaces, or run showcase as root after scripts/setup.sh"
+    SHOWCASE_SEAL_STAGE=user-netns exec unshare --user --map-current-user --net -- "$0" "$@"
     ;;
   root-netns)
     ip link set lo up || fail "cannot bring loopback up in the browser's network namespace"
@@ -72,7 +76,7 @@ case $stage in
     ;;
   *) fail "unknown stage $stage" ;;
 esac
-"""
+""".replace("@UNSEALING@", "|".join(UNSEALING_FLAGS))
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,8 @@ def private_folder() -> tempfile.TemporaryDirectory:
 
 
 def seal_error(text: str) -> str | None:
-    """The launcher's own one-line reason, if the launch failed there."""
+    """The launcher's own one-line reason, if the launch failed there (Playwright's error text
+    carries Chromium's stderr as lines like "[pid=12][err] showcase-seal: ...")."""
     for line in text.splitlines():
         if "showcase-seal: " in line:
             return line.split("showcase-seal: ", 1)[1].strip()
