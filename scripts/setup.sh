@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine for showcase, as root. Idempotent: a second run only checks.
-# System packages (Debian's chromium, ffmpeg, docker.io, debootstrap), a virtualenv in .venv with
-# showcase installed editable, and the offline npm cache of the task's import map.
+# System packages (Debian's chromium, ffmpeg, docker.io, debootstrap), the browser's system user
+# showcase-browser, a virtualenv in .venv with showcase installed editable, and the offline npm
+# cache of the task's import map.
 # --engine: also make sure a Docker engine answers (starts dockerd in the background if none does;
 # it keeps running for you afterwards). The tests start and stop their own engine.
 set -euo pipefail
@@ -25,6 +26,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The checker's Chromium runs as this system user (no login, no home, no password); showcase as
+# root refuses to open a page without it. Not as root, showcase uses its own namespaces instead.
+if [ "$(id -u)" = 0 ] && ! getent passwd showcase-browser >/dev/null; then
+  echo "setup: adding the system user showcase-browser (the browser runs as it)"
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin --user-group showcase-browser
 fi
 
 if [ ! -x .venv/bin/python ]; then

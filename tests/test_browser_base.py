@@ -1,11 +1,16 @@
 """The offline CDN and the page router, against real npm tarballs and real Chromium."""
 
 import asyncio
+import os
+import pwd
+import subprocess
+import sys
 
 import pytest
 
 from showcase.browser.cdn import OfflineCdn, integrity_of
 from showcase.browser.launch import launch_browser
+from showcase.browser.seal import BROWSER_USER, seal_error
 from showcase.browser.page import PAGE_URL, open_page
 from showcase.errors import InfraError
 from showcase.task import NpmPackage, load_task
@@ -58,3 +63,20 @@ def test_page_gets_three_offline_and_outside_requests_are_blocked():
     assert rev == "170"
     assert [u for _, u in events.blocked_requests] == ["https://example.com/x"]
     assert any("example.com" in m for m in events.all_errors())
+
+
+def test_doctor_shows_the_browser_running_sealed():
+    """`showcase doctor` launches a browser and reports what /proc shows of it."""
+    env = dict(os.environ, COLUMNS="400")
+    out = subprocess.run([sys.executable, "-m", "showcase.cli", "doctor", "--no-fill-cache"],
+                         capture_output=True, text=True, timeout=180, env=env)
+    row = next((line for line in out.stdout.splitlines() if "browser seal" in line), "")
+    uid = pwd.getpwnam(BROWSER_USER).pw_uid if os.geteuid() == 0 else os.geteuid()
+    assert f"uid {uid};" in row and "Chromium sandbox on" in row, out.stdout + out.stderr
+    assert "network: own namespace" in row and "upstream key in its environment: no" in row
+    assert "WebGL 2 on" in row
+
+
+def test_launch_error_from_the_seal_is_one_line_with_its_reason():
+    assert seal_error("Browser closed.\n[pid=1][err] showcase-seal: unshare --net failed\nmore") == "unshare --net failed"
+    assert seal_error("Browser closed.\nsomething else") is None

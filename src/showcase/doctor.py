@@ -1,5 +1,6 @@
 """`showcase doctor`: what this machine has for showcase, and the npm cache filled once."""
 
+import asyncio
 import shutil
 import subprocess
 
@@ -8,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from showcase.browser.cdn import default_npm_dir, ensure_npm_cache
-from showcase.browser.launch import chromium_version
+from showcase.browser.launch import chromium_version, seal_check
 from showcase.errors import ShowcaseError
 from showcase.task import load_task
 
@@ -34,13 +35,19 @@ def doctor(
     fill_cache: bool = typer.Option(True, help="Fetch missing npm tarballs of the task's import map (needs npm's registry)."),
     task: str = typer.Option("voxel", help="Task whose import-map packages to cache."),
 ) -> None:
-    """Check Chromium, ffmpeg, Docker and the offline npm cache; fill the cache if asked."""
+    """Check Chromium (and that it runs sealed), ffmpeg, Docker and the offline npm cache; fill the cache if asked."""
     table = Table("part", "state")
     ok = True
     try:
         table.add_row("chromium", chromium_version())
     except ShowcaseError as exc:
         table.add_row("chromium", f"[red]{exc}[/red]")
+        ok = False
+    try:
+        # A real launch: the row shows what /proc says of a running browser, not what we asked for.
+        table.add_row("browser seal", asyncio.run(asyncio.wait_for(seal_check(), 90)))
+    except (ShowcaseError, asyncio.TimeoutError) as exc:
+        table.add_row("browser seal", f"[red]{exc or 'no answer within 90 s'}[/red]")
         ok = False
     table.add_row("ffmpeg", _tool_version(["ffmpeg", "-version"]) if shutil.which("ffmpeg") else "[red]missing: apt-get install ffmpeg[/red]")
     table.add_row("docker", _docker_state())

@@ -1,14 +1,21 @@
-"""Launch Debian's Chromium through Playwright, with the renderer pinned by name."""
+"""Launch Debian's Chromium through Playwright, with the renderer pinned by name, always sealed.
+
+Every browser that opens a page runs through showcase.browser.seal: as an unprivileged user, with
+Chromium's own sandbox on, in a network namespace with loopback only, WebRTC's UDP off, and an
+environment without any of ours. There is no unsealed way to launch it.
+"""
 
 import asyncio
 import os
 import subprocess
+import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
 
 from playwright.async_api import Browser, async_playwright
 
+from showcase.browser import seal
 from showcase.errors import InfraError
 
 CHROMIUM = os.environ.get("SHOWCASE_CHROMIUM", "/usr/bin/chromium")
@@ -47,25 +54,51 @@ async def launch_browser(renderer: str = "swiftshader", extra_args: list[str] | 
         raise InfraError(f"unknown renderer {renderer!r}; known: {', '.join(RENDERERS)}")
     if not Path(CHROMIUM).exists():
         raise InfraError(f"Chromium not found at {CHROMIUM}; install it with `apt-get install chromium` (scripts/setup.sh does)")
-    async with async_playwright() as pw:
-        try:
-            browser = await asyncio.wait_for(
-                pw.chromium.launch(
-                    executable_path=CHROMIUM,
-                    args=QUIET_ARGS + RENDERERS[renderer] + list(extra_args or []),
-                    timeout=LAUNCH_TIMEOUT_S * 1000,
-                ),
-                LAUNCH_TIMEOUT_S + 5,
-            )
-        except Exception as exc:  # Playwright raises its own Error types; all mean "no browser".
-            raise InfraError(f"Chromium did not start: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
-        try:
-            yield browser
-        finally:
+    with seal.private_folder() as folder:
+        sealed = seal.prepare(CHROMIUM, Path(folder))
+        async with async_playwright() as pw:
             try:
-                await asyncio.wait_for(browser.close(), CLOSE_TIMEOUT_S)
-            except Exception:
-                # Closing a browser whose page hangs has always worked, but never wait forever.
-                proc = getattr(getattr(browser, "_impl_obj", None), "_browser_process", None)
-                if proc is not None:
-                    proc.kill()
+                browser = await asyncio.wait_for(
+                    pw.chromium.launch(
+                        executable_path=str(sealed.launcher),
+                        args=QUIET_ARGS + seal.SEAL_ARGS + RENDERERS[renderer] + list(extra_args or []),
+                        chromium_sandbox=True,
+                        env=sealed.env,
+                        timeout=LAUNCH_TIMEOUT_S * 1000,
+                    ),
+                    LAUNCH_TIMEOUT_S + 5,
+                )
+            except Exception as exc:  # Playwright raises its own Error types; all mean "no browser".
+                text = str(exc)
+                why = seal.seal_error(text) or (text.splitlines()[0] if text else type(exc).__name__)
+                raise InfraError(f"Chromium did not start sealed ({sealed.mode}): {why}") from exc
+            try:
+                yield browser
+            finally:
+                try:
+                    await asyncio.wait_for(browser.close(), CLOSE_TIMEOUT_S)
+                except Exception:
+                    # Closing a browser whose page hangs has always worked, but never wait forever.
+                    proc = getattr(getattr(browser, "_impl_obj", None), "_browser_process", None)
+                    if proc is not None:
+                        proc.kill()
+
+
+async def seal_check() -> str:
+    """Launch a sealed browser, open a page, and say what /proc shows of it (for `showcase doctor`).
+
+    Raises InfraError when the browser does not start sealed or /proc shows any part unsealed.
+    """
+    marker = f"--showcase-seal-check={uuid.uuid4().hex}"
+    async with launch_browser("swiftshader", [marker]) as browser:
+        page = await browser.new_page()
+        await page.goto("about:blank")
+        webgl2 = await page.evaluate("!!document.createElement('canvas').getContext('webgl2')")
+        pid = seal.browser_pid(marker)
+        if pid is None:
+            raise InfraError("the sealed browser started but its process was not found in /proc")
+        facts = seal.seal_facts(pid)
+    line = f"{facts.line()}; WebGL 2 {'on' if webgl2 else 'OFF'}"
+    if not facts.sealed:
+        raise InfraError(f"the browser is not sealed: {line}")
+    return line
