@@ -8,7 +8,6 @@ import asyncio
 import datetime as dt
 import hashlib
 import os
-import re
 import secrets
 import subprocess
 import time
@@ -199,7 +198,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         events("agent_started", harness=harness.id, limit_s=limit_s, inject_after_s=inject_s, start_epoch=time.time())
         say(f"agent: started; finish-now from {inject_s:.0f} s, hard stop at {limit_s:.0f} s")
         sandbox.start_process(command, env=env, log_path=layout.agent_log)
-        _supervise(sandbox, gate, events, t0, limit_s, layout, harness.launch.done_pattern, say)
+        _supervise(sandbox, gate, events, t0, limit_s, layout, harness, say)
     finally:
         # Whatever happened above, leave nothing running and keep what was seen.
         gate.hard_stop()
@@ -248,20 +247,21 @@ def _watcher_check(quick_check):
     return check
 
 
-def _agent_said_done(layout: RunLayout, pattern: str) -> bool:
-    """Did the agent end by saying it was done? Its output and the files it left in /logs tell."""
-    regex = re.compile(pattern.encode())
-    files = [layout.agent_log, *sorted(p for p in layout.agent_dir.glob("*") if p.is_file())]
-    for path in files:
+def _agent_said_done(layout: RunLayout, harness) -> bool:
+    """Did the agent end by saying it was done? Its structured output, or its output and the files it left in /logs."""
+    from showcase.harness import said_done
+
+    def read(path: Path) -> bytes:
         try:
-            if regex.search(path.read_bytes()):
-                return True
+            return path.read_bytes()
         except OSError:
-            continue
-    return False
+            return b""
+
+    others = [read(p) for p in sorted(layout.agent_dir.glob("*")) if p.is_file() and p != layout.agent_log]
+    return said_done(harness, read(layout.agent_log), others)
 
 
-def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layout: RunLayout, done_pattern: str,
+def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layout: RunLayout, harness,
                say: Progress) -> str:
     """Wait for the agent to end or the hard stop; return how the agent ended."""
     announced_finish_now = False
@@ -273,7 +273,7 @@ def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layou
             if info.oom_killed or info.how == "oom":
                 how = "oom"
             elif info.exit_code == 0:
-                how = "done" if _agent_said_done(layout, done_pattern) else "exit"
+                how = "done" if _agent_said_done(layout, harness) else "exit"
             else:
                 how = "crashed"
             events("agent_ended", how=how, exit_code=info.exit_code)
