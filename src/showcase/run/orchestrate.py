@@ -104,6 +104,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     from showcase.harness import render_launch
     from showcase.run.artefacts import CommandLine, SamplingFile
     from showcase.io import write_json_atomic
+    from showcase.run.egress import EgressWatch
     from showcase.run.monitor import ForeignProcessMonitor
     from showcase.run.watcher import Watcher
     from showcase.sandbox.base import Mount, SandboxSpec, get_backend
@@ -168,7 +169,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     t0 = time.monotonic()
     events = EventLog(layout.events_log, t0)
     events("run_started", started_at=_now_iso(), start_epoch=time.time())
-    watcher = monitor = None
+    watcher = monitor = egress = None
     try:
         watcher = Watcher(
             layout.work,
@@ -181,6 +182,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         watcher.start()
         say("sandbox: starting (network none; the gate is the only way out)")
         sandbox.start(spec)
+        egress = EgressWatch.start(_container_pid(sandbox))
         monitor = ForeignProcessMonitor(run_pids=lambda: _container_pids(sandbox))
         monitor.start()
         command, env = render_launch(
@@ -207,6 +209,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         if watcher is not None:
             watcher.stop(timeout_s=180)
         foreign = monitor.stop() if monitor is not None else []
+        outside = egress.stop() if egress is not None else None
         host_load = monitor.load_samples if monitor is not None else []
         _safe(sandbox.remove)
         leaks = _safe(sandbox.leak_audit)
@@ -217,8 +220,19 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             leaks=leaks if leaks is not None else ["leak audit failed"],
             foreign=[p.model_dump(mode="json") for p in foreign],
             host_load=[s.model_dump(mode="json") for s in host_load],
+            outside_attempts=outside.model_dump(mode="json") if outside is not None else None,
         )
     return finalize(layout.root, say=say, npm_dir=opts.npm_dir, clip=opts.clip, clip_seconds=opts.clip_seconds)
+
+
+def _container_pid(sandbox) -> int | None:
+    """The container's first process on the host (for its network namespace)."""
+    container = getattr(sandbox, "container", None)
+    try:
+        container.reload()
+        return int(container.attrs["State"]["Pid"]) or None
+    except Exception:
+        return None
 
 
 def _container_pids(sandbox) -> list[int]:
@@ -442,6 +456,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         host_load=[LoadSample(**s) for s in (removed.detail.get("host_load") or [])] if removed else [],
         world_title=world_title(chosen.read_bytes()) if chosen is not None else None,
         leaks=removed.detail.get("leaks") if removed else None,
+        outside_attempts=(removed.detail.get("outside_attempts") or None) if removed else None,
     )
     info = with_summary(info, versions, choice)
     write_json_atomic(layout.run_info, info)
