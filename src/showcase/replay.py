@@ -7,6 +7,17 @@ because it stands in for a model, not for an API validator. It records every req
 got, so tests can assert on what really arrived (e.g. that the gate appended a finish-now
 message or forced max_tokens).
 
+A script may also speak of what to do rather than which tool to call: a call named `@write`
+({path, content}) or `@shell` ({command}) is turned, for each request, into a call of the tool
+the requesting agent offers for it, found by its schema (a `command`/`cmd` property: a shell; a
+path and a content property: a file writer). Pages go through the shell as a heredoc into a
+temporary file and a rename, so the host sees only whole versions; without a shell, through the
+file writer. Other required arguments get plain values. So one recorded conversation plays
+through any agent (tasks/voxel/demo/generic.json). Such a script's `side_answer` answers, without
+moving the script on, the requests that offer no tools at all (a title or a summary).
+
+Both APIs are served: POST /v1/chat/completions and POST /v1/responses, streamed or not.
+
 A turn may wait for a user message: `"until_user_contains": "finish now"` keeps answering the
 turn's filler (by default a `shell` call `sleep 5`) until the last user message of a request
 contains that text; tests of the clock use it to make an agent that never stops by itself.
@@ -79,10 +90,15 @@ class ReplayScript(BaseModel):
         default_factory=lambda: ReplayTurn(content="DONE"),
         description="answered to every request after the script is exhausted",
     )
+    side_answer: str | None = Field(
+        None,
+        description="answered to requests that offer no tools (title, summary), without moving the script on; "
+        "None: such requests take the next turn like any other",
+    )
 
 
 DEFAULT_FILLER = ReplayTurn(
-    content="Still working.", tool_calls=[ReplayToolCall(name="shell", arguments={"command": "sleep 5"})]
+    content="Still working.", tool_calls=[ReplayToolCall(name="@shell", arguments={"command": "sleep 5"})]
 )
 
 
@@ -119,11 +135,144 @@ def _text_of(content: Any) -> str:
 
 
 def last_user_text(body: dict) -> str:
-    msgs = body.get("messages") if isinstance(body, dict) else None
+    """The last user message's text, from chat `messages` or from Responses `input`."""
+    if not isinstance(body, dict):
+        return ""
+    msgs = body.get("messages")
+    if not isinstance(msgs, list):
+        msgs = body.get("input")
+        if isinstance(msgs, str):
+            return msgs
     for msg in reversed(msgs if isinstance(msgs, list) else []):
         if isinstance(msg, dict) and msg.get("role") == "user":
             return _text_of(msg.get("content"))
     return ""
+
+
+def offered_tools(body: dict) -> list[tuple[str, dict]]:
+    """(name, JSON schema of its parameters) of every function tool a request offers, chat or Responses form."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    out = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        name, params = fn.get("name"), fn.get("parameters")
+        if isinstance(name, str):
+            out.append((name, params if isinstance(params, dict) else {}))
+    return out
+
+
+_SHELL_WORDS = ("bash", "shell", "exec", "terminal", "command", "run")
+_PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "absolute_path", "target_file")
+_CONTENT_KEYS = ("content", "contents", "file_text", "text", "new_content")
+
+
+def _props(schema: dict) -> dict:
+    props = schema.get("properties")
+    return props if isinstance(props, dict) else {}
+
+
+def find_shell_tool(tools: list[tuple[str, dict]]) -> tuple[str, str, dict] | None:
+    """(tool name, its command property, schema) of the offered shell, if any."""
+    found = []
+    for name, schema in tools:
+        for key in ("command", "cmd"):
+            if key in _props(schema):
+                rank = 0 if any(w in name.lower() for w in _SHELL_WORDS) else 1
+                found.append((rank, len(_props(schema)), name, key, schema))
+                break
+    if not found:
+        return None
+    _, _, name, key, schema = min(found, key=lambda f: (f[0], f[1]))
+    return name, key, schema
+
+
+def find_write_tool(tools: list[tuple[str, dict]]) -> tuple[str, str, str, dict] | None:
+    """(tool name, path property, content property, schema) of the offered file writer, if any."""
+    for name, schema in tools:
+        props = {k.lower(): k for k in _props(schema)}
+        path = next((props[k] for k in _PATH_KEYS if k in props), None)
+        content = next((props[k] for k in _CONTENT_KEYS if k in props), None)
+        if path and content and not any(k in props for k in ("old_string", "old_str", "old_text")):
+            return name, path, content, schema
+    return None
+
+
+def _fill_required(schema: dict, args: dict, what: str) -> dict:
+    """Plain values for required arguments the script does not give (a description, a timeout...)."""
+    props = _props(schema)
+    for key in schema.get("required") or []:
+        if key in args or not isinstance(key, str):
+            continue
+        spec = props.get(key) if isinstance(props.get(key), dict) else {}
+        kind = spec.get("type")
+        kind = kind[0] if isinstance(kind, list) and kind else kind
+        if spec.get("enum"):
+            args[key] = spec["enum"][0]
+        elif kind in ("integer", "number"):
+            args[key] = 600000 if "ms" in key.lower() else (600 if "timeout" in key.lower() else 1)
+        elif kind == "boolean":
+            args[key] = False
+        elif kind == "array":
+            args[key] = []
+        elif kind == "object":
+            args[key] = {}
+        else:
+            args[key] = what
+    return args
+
+
+HEREDOC_END = "SHOWCASE_PAGE_EOF"
+
+
+def adapt_call(call: ReplayToolCall, tools: list[tuple[str, dict]]) -> ReplayToolCall:
+    """A script's `@write`/`@shell` as a call of the tool the agent offers; other calls as they are."""
+    if call.name not in ("@write", "@shell") or not isinstance(call.arguments, dict):
+        return call
+    args = call.arguments
+    shell = find_shell_tool(tools)
+    if call.name == "@write":
+        path, content = str(args.get("path", "game.html")), str(args.get("content", ""))
+        if shell is None:
+            writer = find_write_tool(tools)
+            if writer is None:
+                raise ValueError("the request offers neither a shell nor a file-writing tool")
+            name, path_key, content_key, schema = writer
+            out = _fill_required(schema, {path_key: path, content_key: content}, f"Write {path}")
+            return ReplayToolCall(name=name, arguments=out, id=call.id)
+        if f"\n{HEREDOC_END}\n" in f"\n{content}\n":
+            raise ValueError(f"the page contains the heredoc delimiter {HEREDOC_END}")
+        tmp = f"{path}.part"
+        body = content if content.endswith("\n") else content + "\n"
+        command = f"cat > {tmp} <<'{HEREDOC_END}'\n{body}{HEREDOC_END}\nmv {tmp} {path} && ls -la {path}"
+        what = f"Write {path}"
+    else:
+        if shell is None:
+            raise ValueError("the request offers no shell tool")
+        command, what = str(args.get("command", "")), "Run a command"
+    name, key, schema = shell
+    spec = _props(schema).get(key) or {}
+    value: Any = ["bash", "-lc", command] if spec.get("type") == "array" else command
+    return ReplayToolCall(name=name, arguments=_fill_required(schema, {key: value}, what), id=call.id)
+
+
+def adapt_turn(turn: ReplayTurn, body: dict) -> ReplayTurn:
+    """The turn with its abstract calls made concrete for this request's tools."""
+    if not any(c.name.startswith("@") for c in turn.tool_calls):
+        return turn
+    tools = offered_tools(body)
+    if not tools:  # a client that says nothing of its tools gets the plain names (shell, write_file)
+        plain = {"@shell": "shell", "@write": "write_file"}
+        calls = [c.model_copy(update={"name": plain.get(c.name, c.name)}) for c in turn.tool_calls]
+        return turn.model_copy(update={"tool_calls": calls})
+    try:
+        calls = [adapt_call(c, tools) for c in turn.tool_calls]
+    except ValueError as exc:
+        names = ", ".join(n for n, _ in tools) or "none"
+        return ReplayTurn(content=f"replay: cannot play this turn: {exc} (tools offered: {names})",
+                          http_status=400)
+    return turn.model_copy(update={"tool_calls": calls})
 
 
 class Replayer:
@@ -151,14 +300,16 @@ class Replayer:
                 # Append-only, one line per request: a crash loses at most the line being written.
                 with self.record_path.open("a") as f:
                     f.write(json.dumps({"t": time.time(), "body": body}) + "\n")
+            if self.script.side_answer is not None and not offered_tools(body):
+                return ReplayTurn(content=self.script.side_answer)
             if self.exhausted:
-                return self.script.final
+                return adapt_turn(self.script.final, body)
             turn = self.script.turns[self.index]
             wanted = turn.until_user_contains
             if wanted and wanted.lower() not in last_user_text(body).lower():
-                return turn.filler or DEFAULT_FILLER
+                return adapt_turn(turn.filler or DEFAULT_FILLER, body)
             self.index += 1
-            return turn
+            return adapt_turn(turn, body)
 
 
 def _estimate_tokens(text: str) -> int:
@@ -183,7 +334,7 @@ def _usage(turn: ReplayTurn, body: dict, tool_calls: list[dict]) -> dict:
     if turn.usage:
         prompt, completion = turn.usage.prompt_tokens, turn.usage.completion_tokens
     else:
-        prompt = _estimate_tokens(json.dumps(body.get("messages", ""), ensure_ascii=False))
+        prompt = _estimate_tokens(json.dumps(body.get("messages", body.get("input", "")), ensure_ascii=False))
         completion = _estimate_tokens((turn.content or "") + json.dumps(tool_calls))
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
@@ -192,8 +343,83 @@ def _sse(obj: dict | str) -> bytes:
     return f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode()
 
 
+def _sse_event(obj: dict) -> bytes:
+    return f"event: {obj['type']}\ndata: {json.dumps(obj)}\n\n".encode()
+
+
+def _responses_answer(turn: ReplayTurn, body: dict, model: str):
+    """A turn in Responses form: the whole response object, or its stream of events."""
+    tool_calls = _tool_calls_json(turn)
+    usage = _usage(turn, body, tool_calls)
+    rid = f"resp_{uuid.uuid4().hex}"
+    items: list[dict] = []
+    if turn.content:
+        items.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:24]}", "status": "completed",
+                      "role": "assistant",
+                      "content": [{"type": "output_text", "text": turn.content, "annotations": []}]})
+    for call in tool_calls:
+        items.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}", "call_id": call["id"],
+                      "name": call["function"]["name"], "arguments": call["function"]["arguments"],
+                      "status": "completed"})
+    response = {
+        "id": rid, "object": "response", "created_at": int(time.time()), "status": "completed",
+        "model": model, "output": items, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "error": None, "incomplete_details": None,
+        "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                  "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens_details": {"reasoning_tokens": 0}},
+    }
+    if not body.get("stream"):
+        return JSONResponse(response)
+
+    async def events():
+        seq = 0
+
+        def ev(kind: str, **fields) -> bytes:
+            nonlocal seq
+            seq += 1
+            return _sse_event({"type": kind, "sequence_number": seq, **fields})
+
+        yield ev("response.created", response=response | {"status": "in_progress", "output": [], "usage": None})
+        yield ev("response.in_progress", response=response | {"status": "in_progress", "output": [], "usage": None})
+        for index, item in enumerate(items):
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                yield ev("response.output_item.added", output_index=index,
+                         item=item | {"status": "in_progress", "content": []})
+                part = {"type": "output_text", "text": "", "annotations": []}
+                yield ev("response.content_part.added", item_id=item["id"], output_index=index, content_index=0, part=part)
+                for i in range(0, len(text), 64):
+                    yield ev("response.output_text.delta", item_id=item["id"], output_index=index, content_index=0,
+                             delta=text[i: i + 64])
+                yield ev("response.output_text.done", item_id=item["id"], output_index=index, content_index=0, text=text)
+                yield ev("response.content_part.done", item_id=item["id"], output_index=index, content_index=0,
+                         part=part | {"text": text})
+            else:
+                args = item["arguments"]
+                yield ev("response.output_item.added", output_index=index,
+                         item=item | {"status": "in_progress", "arguments": ""})
+                for i in range(0, len(args), 512):
+                    yield ev("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
+                             delta=args[i: i + 512])
+                yield ev("response.function_call_arguments.done", item_id=item["id"], output_index=index, arguments=args)
+            yield ev("response.output_item.done", output_index=index, item=item)
+        yield ev("response.completed", response=response)
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+async def _read_body(request: Request) -> dict:
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw else {}
+        return body if isinstance(body, dict) else {"_raw": body}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {"_raw": raw.decode("utf-8", "replace")}
+
+
 def create_app(replayer: Replayer) -> Starlette:
-    """The ASGI app: /v1/chat/completions (stream or not) and /v1/models."""
+    """The ASGI app: /v1/chat/completions and /v1/responses (stream or not) and /v1/models."""
     model_name = replayer.script.model
 
     async def models(request: Request) -> JSONResponse:
@@ -201,14 +427,20 @@ def create_app(replayer: Replayer) -> Starlette:
             {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "showcase-replay"}]}
         )
 
+    async def responses(request: Request):
+        body = await _read_body(request)
+        turn = replayer.next_turn(body, dict(request.headers))
+        delay = turn.delay_s or replayer.pace_s
+        if delay:
+            await asyncio.sleep(delay)
+        if turn.http_status:
+            message = turn.content or f"replayed error {turn.http_status}"
+            return JSONResponse({"error": {"message": message, "type": "replay_error", "code": turn.http_status}},
+                                status_code=turn.http_status)
+        return _responses_answer(turn, body, body.get("model") or model_name)
+
     async def completions(request: Request):
-        raw = await request.body()
-        try:
-            body = json.loads(raw) if raw else {}
-            if not isinstance(body, dict):
-                body = {"_raw": body}
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            body = {"_raw": raw.decode("utf-8", "replace")}
+        body = await _read_body(request)
         turn = replayer.next_turn(body, dict(request.headers))
         delay = turn.delay_s or replayer.pace_s
         if delay:
@@ -271,6 +503,8 @@ def create_app(replayer: Replayer) -> Starlette:
         routes=[
             Route("/v1/chat/completions", completions, methods=["POST"]),
             Route("/chat/completions", completions, methods=["POST"]),  # clients given a base URL without /v1
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/responses", responses, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/models", models, methods=["GET"]),
         ]
@@ -376,7 +610,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve a recorded conversation as an OpenAI-compatible model (a stand-in for demos and tests).
 
-        Every POST /v1/chat/completions answers the script's next assistant turn (streamed or not),
+        Every POST /v1/chat/completions or /v1/responses answers the script's next assistant turn (streamed or not),
         then the script's final turn ("DONE") forever. Stop it with Ctrl-C.
         """
         server = ReplayServer(script, host=host, port=port, record_path=record, pace_s=pace_s)

@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from showcase.io import write_text_atomic
+from showcase.run.egress import OutsideAttempts
 
 SCHEMA_VERSION = 1
 
@@ -345,6 +346,10 @@ class RunInfo(_Strict):
     host_load: list[LoadSample] = Field(default_factory=list, description="host load averages sampled during the run")
     leaks: list[str] | None = Field(
         None, description="what the leak audit found left of the run after it ended (empty: nothing); null: not audited"
+    )
+    outside_attempts: OutsideAttempts | None = Field(
+        None, description="lookups and connection attempts beyond the gate seen during the run (zero expected); "
+        "null: not recorded"
     )
     world_title: str | None = Field(description="the chosen page's title (<title>, else first <h1>); null if none")
     refused_entries: list[str] = Field(

@@ -58,20 +58,18 @@ def run(
 
 def demo(
     out: Path | None = typer.Option(None, help="Run folder (default runs/demo-<time>)."),
-    harness: str = typer.Option("builtin", help="builtin, or mini-swe-agent (its own recorded conversation)."),
+    harness: str = typer.Option("builtin", help="Any harness under harness/ (builtin, mini-swe-agent, opencode, ...)."),
     npm_dir: Path | None = typer.Option(None, envvar="SHOWCASE_NPM_DIR", help="Folder of the import map's npm tarballs."),
     disk: str = typer.Option("4g", help="Hard cap of what the agent writes (/work and /logs together), kernel-enforced."),
 ) -> None:
     """The whole pipeline offline, against a replay model: a recorded conversation builds a page
     in several versions through a real agent in a real sealed container."""
+    from showcase.harness import demo_script, load_harness
     from showcase.paths import TASKS_DIR
     from showcase.replay import ReplayServer
     from showcase.run.orchestrate import execute_run
 
-    script = TASKS_DIR / "voxel" / "demo" / f"{harness}.json"
-    if not script.is_file():
-        known = sorted(p.stem for p in script.parent.glob("*.json"))
-        raise typer.BadParameter(f"no recorded conversation for harness {harness!r}; known: {', '.join(known)}")
+    script = demo_script(load_harness(harness), TASKS_DIR / "voxel" / "demo")
     out = out or Path("runs") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     with ReplayServer(script) as server:
         _say(f"demo: replay model at {server.base_url} plays {script.name}")

@@ -9,7 +9,6 @@ import datetime as dt
 import hashlib
 import math
 import os
-import re
 import secrets
 import subprocess
 import threading
@@ -195,6 +194,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     from showcase.harness import render_launch
     from showcase.run.artefacts import CommandLine, SamplingFile
     from showcase.io import write_json_atomic
+    from showcase.run.egress import EgressWatch
     from showcase.run.monitor import ForeignProcessMonitor
     from showcase.run.watcher import Watcher
     from showcase.sandbox.base import Mount, SandboxSpec, get_backend
@@ -266,7 +266,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     events = EventLog(layout.events_log, t0)
     events("run_started", started_at=_now_iso(), start_epoch=time.time())
     refusals = _refusal_recorder(layout, events)
-    watcher = monitor = None
+    watcher = monitor = egress = None
     space = RunSpace(layout.root, SPACE_FOLDERS)
     try:
         # Before the watcher: it must watch the image's folder, not the one the mount covers.
@@ -285,6 +285,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         watcher.start()
         say("sandbox: starting (network none; the gate is the only way out)")
         sandbox.start(spec)
+        egress = EgressWatch.start(_container_pid(sandbox))
         monitor = ForeignProcessMonitor(run_pids=lambda: _container_pids(sandbox))
         monitor.start()
         command, env = render_launch(
@@ -302,7 +303,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         events("agent_started", harness=harness.id, limit_s=limit_s, inject_after_s=inject_s, start_epoch=time.time())
         say(f"agent: started; finish-now from {inject_s:.0f} s, hard stop at {limit_s:.0f} s")
         sandbox.start_process(command, env=env, log_path=layout.agent_log)
-        _supervise(sandbox, gate, events, t0, limit_s, layout, harness.launch.done_pattern, say, disk_full=space.is_full)
+        _supervise(sandbox, gate, events, t0, limit_s, layout, harness, say, disk_full=space.is_full)
     finally:
         # Whatever happened above, leave nothing running and keep what was seen.
         gate.hard_stop()
@@ -311,6 +312,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         if watcher is not None:
             _safe(lambda: watcher.stop(timeout_s=180))
         foreign = monitor.stop() if monitor is not None else []
+        outside = egress.stop() if egress is not None else None
         host_load = monitor.load_samples if monitor is not None else []
         _safe(sandbox.remove)
         leaks = _safe(sandbox.leak_audit)
@@ -322,6 +324,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             leaks=leaks if leaks is not None else ["leak audit failed"],
             foreign=[p.model_dump(mode="json") for p in foreign],
             host_load=[s.model_dump(mode="json") for s in host_load],
+            outside_attempts=outside.model_dump(mode="json") if outside is not None else None,
         )
     return finalize(layout.root, say=say, npm_dir=opts.npm_dir, clip=opts.clip, clip_seconds=opts.clip_seconds)
 
@@ -341,6 +344,16 @@ def _close_space(space, events: "EventLog", say: Progress) -> None:
         say("disk: the agent's space was full at the end")
     if report.skipped_count:
         say(f"disk: {report.skipped_count} entries of the agent's folders not kept (links, FIFOs, devices)")
+
+
+def _container_pid(sandbox) -> int | None:
+    """The container's first process on the host (for its network namespace)."""
+    container = getattr(sandbox, "container", None)
+    try:
+        container.reload()
+        return int(container.attrs["State"]["Pid"]) or None
+    except Exception:
+        return None
 
 
 def _container_pids(sandbox) -> list[int]:
@@ -377,10 +390,12 @@ def _watcher_check(quick_check):
 DONE_SCAN_BYTES = 1024 * 1024  # the agent says it is done at the end of what it wrote
 
 
-def _agent_said_done(layout: RunLayout, pattern: str) -> bool:
-    """Did the agent end by saying it was done? The tail of its output and of each regular file
-    it left in /logs tell; links, FIFOs and the like in /logs are passed over, never followed."""
-    regex = re.compile(pattern.encode())
+def _agent_said_done(layout: RunLayout, harness) -> bool:
+    """Did the agent end by saying it was done? Its structured output, or the tail of its output
+    and of each regular file it left in /logs; links, FIFOs and the like are passed over, never followed."""
+    from showcase.harness import said_done
+
+    output, others = b"", []
     for folder, names in ((layout.root, [layout.agent_log.name]), (layout.agent_dir, None)):
         try:
             with open_dir(folder) as dir_fd:
@@ -389,16 +404,19 @@ def _agent_said_done(layout: RunLayout, pattern: str) -> bool:
                         names = sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
                 for name in names:
                     try:
-                        if regex.search(read_tail_at(dir_fd, name, DONE_SCAN_BYTES)):
-                            return True
+                        tail = read_tail_at(dir_fd, name, DONE_SCAN_BYTES)
                     except (OSError, Refused):
                         continue
+                    if folder == layout.root:
+                        output = tail
+                    else:
+                        others.append(tail)
         except (OSError, Refused):
             continue
-    return False
+    return said_done(harness, output, others)
 
 
-def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layout: RunLayout, done_pattern: str,
+def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layout: RunLayout, harness,
                say: Progress, disk_full: Callable[[], bool] = lambda: False) -> str:
     """Wait for the agent to end or the hard stop; return how the agent ended."""
     announced_finish_now = False
@@ -411,7 +429,7 @@ def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layou
             if info.oom_killed or info.how == "oom":
                 how = "oom"
             elif info.exit_code == 0:
-                how = "done" if _agent_said_done(layout, done_pattern) else "exit"
+                how = "done" if _agent_said_done(layout, harness) else "exit"
             else:
                 how = "crashed"
             events("agent_ended", how=how, exit_code=info.exit_code)
@@ -608,6 +626,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         disk_full=any(e.event == "disk_full" or (e.event == "space_closed" and e.detail.get("full")) for e in events),
         leaks=removed.detail.get("leaks") if removed else None,
         refused_entries=_refused_texts(read_events(layout)),
+        outside_attempts=(removed.detail.get("outside_attempts") or None) if removed else None,
     )
     info = with_summary(info, versions, choice)
     write_json_atomic(layout.run_info, info)

