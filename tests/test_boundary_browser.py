@@ -264,7 +264,7 @@ def _non_root(tmp_path: Path, uid: int, gid: int) -> None:
             udd = Path(tmp_path / f"udd-{len(listeners.hits)}-{uuid.uuid4().hex[:6]}")
             udd.mkdir()
             os.chown(udd, uid, gid)
-            env = {"PATH": "/usr/bin:/bin", "SHOWCASE_SEAL_CHROMIUM": CHROMIUM}
+            env = {"PATH": "/usr/bin:/bin", "HOME": str(udd), "SHOWCASE_SEAL_CHROMIUM": CHROMIUM}
             out = subprocess.run(
                 ["runuser", "-u", seal.BROWSER_USER, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()],
                  *cmd, "--headless", f"--user-data-dir={udd}", "--dump-dom", page],
