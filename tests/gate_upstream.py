@@ -208,6 +208,10 @@ class ScriptedUpstream:
             yield b'"}\n\n' + b"data: [DONE]\n\n"
             return
         if script == "hold":
+            if request.url.path == "/v1/responses":
+                created = {"type": "response.created", "sequence_number": 0,
+                           "response": {**self._response_object("in_progress"), "output": [], "usage": None}}
+                event = b"event: response.created\ndata: " + json.dumps(created).encode() + b"\n\n"
             yield event + event
             await asyncio.sleep(60)
             return
