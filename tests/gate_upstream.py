@@ -1,4 +1,5 @@
 """A scripted OpenAI-compatible upstream for the gate's tests and bench: it stands in for the model.
+Below it, the rig the gate's tests share: a real gate (uvicorn, Unix socket and TCP) in front of it.
 
 What it does is chosen per request by the `x-script` header (the gate passes headers through):
 ok (default), tool, error400, error500, html502, reset (stream breaks after two events), stall (stream
@@ -208,6 +209,10 @@ class ScriptedUpstream:
             yield b'"}\n\n' + b"data: [DONE]\n\n"
             return
         if script == "hold":
+            if request.url.path == "/v1/responses":
+                created = {"type": "response.created", "sequence_number": 0,
+                           "response": {**self._response_object("in_progress"), "output": [], "usage": None}}
+                event = b"event: response.created\ndata: " + json.dumps(created).encode() + b"\n\n"
             yield event + event
             await asyncio.sleep(60)
             return

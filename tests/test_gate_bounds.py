@@ -372,3 +372,14 @@ def test_a_client_that_stops_reading_is_cut_at_the_hard_stop(rig, upstream):
         assert line.client_gone == ("stopped reading" in line.shortened_why)
     finally:
         sock.close()
+
+
+def test_a_client_gone_while_sending_its_body_is_no_gate_fault(rig, upstream):
+    r = rig()
+    before = len(upstream.received)
+    with socket.create_connection(("127.0.0.1", r.server.tcp_port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gate\r\nAuthorization: Bearer " + KEY.encode() +
+                     b"\r\nContent-Length: 1000\r\n\r\n" + b"{" * 10)
+    [line] = r.lines(1)
+    assert line.client_gone and "gate fault" not in (line.error or "") and r.stats(1).errors == 0
+    assert len(upstream.received) == before

@@ -20,13 +20,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gate_upstream import FINISH, KEY, MODEL, MSG, Rig, ScriptedUpstream, rig, upstream, wait_until  # noqa: E402,F401
+from gate_upstream import FINISH, KEY, MODEL, MSG, Rig, ScriptedUpstream, rig, upstream  # noqa: E402,F401
 
 from showcase.gate.app import create_gate
 from showcase.gate.config import GateConfig, UpstreamTimeouts
-from showcase.gate.log import GateStats, read_log
+from showcase.gate.log import read_log
 from showcase.gate.probe import probe_upstream
-from showcase.gate.server import AppServer, GateServer
+from showcase.gate.server import AppServer
 
 def test_chat_non_stream_rewrites_and_records(rig, upstream):
     r = rig()

@@ -20,7 +20,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Match, Route
 from starlette.types import Receive, Scope, Send
@@ -285,6 +285,9 @@ class Gate:
                 rewrite = self._rewrite(api, parsed, line)
                 send = _json_bytes(rewrite.body)
             return await self._forward(request, line, arrived, api, body, send, rewrite)
+        except ClientDisconnect:  # gone while sending its body: nothing to forward, nobody to answer
+            line.client_gone = True
+            return self._answer_error(line, arrived, b"", 400, "client_gone", "the client left while sending its body")
         except Exception as exc:  # a gate bug must cost one answer, never the gate or the record
             line.error = f"gate fault: {exc.__class__.__name__}: {exc}"
             return self._answer_error(line, arrived, body, 500, "gate_error", line.error)
