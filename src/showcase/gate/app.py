@@ -219,10 +219,13 @@ class Gate:
         # (cookies, redirects, auth, URL models), which was the largest single share of its CPU.
         # Made on first use so it belongs to the event loop that serves the requests.
         if self._pool is None:
+            # Idle connections are dropped after 4 s: servers on uvicorn (vLLM among them) close theirs
+            # after 5 s, and a request sent on a socket the server is closing fails with no retry
+            # (a generation is not safe to send twice).
             plain = self.config.upstream.startswith("http://")
             ca_file = self.config.upstream_ca_file
             self._pool = httpcore.AsyncConnectionPool(
-                max_connections=1024, max_keepalive_connections=64, keepalive_expiry=60.0, retries=0,
+                max_connections=1024, max_keepalive_connections=64, keepalive_expiry=4.0, retries=0,
                 network_backend=AsyncioBackend() if plain else None,
                 ssl_context=ssl.create_default_context(cafile=str(ca_file)) if ca_file else None,
             )
