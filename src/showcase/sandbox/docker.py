@@ -83,16 +83,14 @@ class _Stream:
 
     def _log(self, sink, data: bytes) -> None:
         """Append to the host log up to LOG_CAP bytes; past it one marker line, then only a count."""
-        room = LOG_CAP - self._logged
-        if room > 0:
-            kept = data[:room]
-            sink.write(kept)
-            self._logged += len(kept)
-            data = data[len(kept):]
-            if data:
-                sink.write(f"\n[showcase: output beyond {LOG_CAP >> 20} MiB dropped from here on]\n".encode())
-            sink.flush()
-        self.dropped += len(data)
+        kept = data[:max(0, LOG_CAP - self._logged)]
+        sink.write(kept)
+        self._logged += len(kept)
+        rest = len(data) - len(kept)
+        if rest and not self.dropped:
+            sink.write(f"\n[showcase: output beyond {LOG_CAP >> 20} MiB dropped from here on]\n".encode())
+        self.dropped += rest
+        sink.flush()
 
     def _run(self) -> None:
         sink = open(self._log_path, "ab") if self._log_path else None
