@@ -1,7 +1,7 @@
 """A run's writable space: one filesystem image, so the kernel itself bounds what the agent writes.
 
 `RunSpace.open()` makes a sparse file of `cap` bytes beside the folders it covers, formats it
-ext4 (no reserved blocks: the agent gets all of it), loop-mounts it nosuid,nodev,noexec,discard
+ext4 (no reserved blocks: the agent gets all of it), loop-mounts it nosuid,nodev,discard
 at <parent>/.space/mnt and bind-mounts one sub-folder of it over each covered host folder
 (work/, agent/), so every path the host uses stays the same. A write past the cap fails with
 ENOSPC inside the sandbox; the host's disk gives at most `cap` bytes (the file is sparse).
@@ -36,7 +36,7 @@ from showcase.io import write_json_atomic
 SPACE_DIR = ".space"
 IMAGE_NAME = "space.img"
 STATE_NAME = "space.json"
-MOUNT_OPTIONS = "loop,nosuid,nodev,noexec,discard"
+MOUNT_OPTIONS = "loop,nosuid,nodev,discard"
 MAX_ENTRIES = 1_000_000  # copied entries at most (an ext4 image of the default cap has ~262k inodes)
 MAX_DEPTH = 128  # folders deep at most
 FULL_MARGIN = 1 << 20  # free bytes at or under which the space counts as full
