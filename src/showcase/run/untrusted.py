@@ -73,6 +73,14 @@ def _open_error(name: str, exc: OSError) -> Exception:
     return Refused(name, f"unreadable ({exc.strerror or exc})")
 
 
+def open_dir_fd(base: Path | str) -> int:
+    """A handle on a folder the host made (the caller closes it); a link there is refused."""
+    try:
+        return os.open(base, _DIR_FLAGS)
+    except OSError as exc:
+        raise _open_error(str(base), exc) from None
+
+
 @contextmanager
 def open_dir(base: Path | str, rel: str | None = None, *, make: bool = False) -> Iterator[int]:
     """A handle on `base/rel`, each component of rel opened with O_NOFOLLOW from the one before.

@@ -31,7 +31,7 @@ from inotify_simple import flags as F
 from showcase.errors import UserError
 from showcase.run.artefacts import VersionRecord
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line, write_bytes_atomic
-from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular
+from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir_fd, read_file_at, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +206,7 @@ class Watcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._inotify: INotify | None = None
+        self._work_fd: int | None = None
         self._pending_events: deque = deque()
         self._checks: queue.Queue[int | None] = queue.Queue()
         # Reading must be quick (the next write may come 50 ms later); storing fsyncs and may
@@ -236,6 +237,8 @@ class Watcher:
         if not self.work_dir.is_dir():
             raise UserError(f"watcher: work folder {self.work_dir} does not exist")
         self.versions_dir.mkdir(parents=True, exist_ok=True)
+        # One handle on the folder for every read: a read 50 ms after the last must be quick.
+        self._work_fd = open_dir_fd(self.work_dir)
         self._inotify = INotify()
         mask = F.CLOSE_WRITE | F.MOVED_TO | F.MODIFY | F.CREATE | F.DELETE_SELF | F.MOVE_SELF
         self._inotify.add_watch(self.work_dir, mask)
@@ -307,6 +310,10 @@ class Watcher:
         if self._inotify is not None:
             self._inotify.close()
             self._inotify = None
+        if self._work_fd is not None and (self._thread is None or not self._thread.is_alive()):
+            # Closed only once no read can use it: a reused fd number would be another folder.
+            fd, self._work_fd = self._work_fd, None
+            os.close(fd)
         return self.versions
 
     # ------------------------------------------------------------------ internals
@@ -314,6 +321,8 @@ class Watcher:
     def _read(self) -> bytes | None:
         """The file's bytes; None when it is missing or refused (a link, a FIFO, too large ...)."""
         try:
+            if self._work_fd is not None and "/" not in self.file_name:
+                return read_file_at(self._work_fd, self.file_name, self._page_cap)
             return read_regular(self.work_dir, self.file_name, self._page_cap)
         except FileNotFoundError:
             return None
