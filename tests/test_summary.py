@@ -104,3 +104,11 @@ def test_one_version_and_none():
         "One version of the page was seen on the way and it did not load without errors; it counts anyway."
     )
     assert versions_sentence([], choose_final([], None)) == "No version of the page was seen; there is no page to score."
+
+
+def test_a_full_disk_is_said_in_the_run_sentence():
+    said = run_sentences(info(disk_full=True, agent_end="killed_at_hard_stop"))
+    assert said.startswith(
+        "The agent ran 92.3 minutes, one try, no help, and was stopped at the hard stop, with its disk space full;"
+    )
+    assert "disk" not in run_sentences(info())

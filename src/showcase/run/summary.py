@@ -32,6 +32,8 @@ def _count(n: int, one: str, many: str, zero: str) -> str:
 def run_sentences(info: RunInfo) -> str:
     """How long the agent ran, the finish-now message, the requests and tokens (two sentences)."""
     ran = f"The agent ran {info.minutes_run:.1f} minutes, one try, no help{_ENDINGS[info.agent_end]}"
+    if info.disk_full:
+        ran += ", with its disk space full"
     if info.finish_now_after_s is None:
         finish = "no finish-now message was set"
     else:
