@@ -67,6 +67,7 @@ class _Measure:
         self.t = rubric.timing
         self.m = Measurements()
         self.prev: Shot | None = None
+        self.last_read: dict | None = None
 
     async def shot(self) -> Shot:
         png = await self.bp.screenshot(self.t.screenshot_timeout_s)
@@ -81,14 +82,24 @@ class _Measure:
         A page that showed no frame at all within max(min_s, 1 s) gets no extension: it does not
         animate with requestAnimationFrame, and waiting longer would only slow the check.
         """
-        await asyncio.sleep(max(0.0, min(t0 + min_s - time.monotonic(), self.bp.remaining() - 1)))
+        # Read once a second while waiting, so a page that leaves mid-window keeps what it showed.
+        while (wait := min(t0 + min_s - time.monotonic(), self.bp.remaining() - 1)) > 0:
+            await asyncio.sleep(min(wait, 1.0))
+            if wait > 1.0:
+                self.last_read = await self._read(read, what)
         while True:
-            got = await self.bp.evaluate(read, what=what)
+            got = self.last_read = await self._read(read, what)
             frames = got["frames"]
             done = frames >= min_frames or (frames == 0 and time.monotonic() - t0 >= max(min_s, 1.0))
             if done or time.monotonic() - t0 >= max_s or self.bp.remaining() <= 1:
                 return got
             await asyncio.sleep(0.1)
+
+    async def _read(self, read: str, what: str) -> dict:
+        got = await self.bp.evaluate(read, what=what)
+        if not isinstance(got, dict) or not isinstance(got.get("frames"), (int, float)):
+            await self.bp.garbled(what, got)
+        return got
 
     async def start_window(self) -> float:
         """Hook window.scene (again: a page may set it late) and open a window; its start time."""
@@ -101,8 +112,16 @@ class _Measure:
         Calls into the page are few and combined: at 1 fps each one waits for a frame.
         """
         t0 = await self.start_window()
-        await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0,
-                               "window.__sc.readWindow()", "reading a measuring window")
+        self.last_read = None
+        try:
+            await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0,
+                                   "window.__sc.readWindow()", "reading a measuring window")
+        except StopMeasuring:
+            # What the window showed before the page left or froze still counts (scoring passes
+            # only a part window that already shows the tour; anything less is "not measured").
+            if self.last_read is not None:
+                self.m.windows.append(dict(self.last_read, index=index, pixel_share=None, partial=True))
+            raise
         got, shot = await _both(
             self.bp.evaluate(
                 """({win: window.__sc.readWindow(), snap: window.__sc.snapshot(), text: window.__sc.text(),
@@ -111,6 +130,8 @@ class _Measure:
             ),
             self.shot(),
         )
+        if not isinstance(got, dict) or not isinstance(got.get("win"), dict):
+            await self.bp.garbled("reading a measuring window", got)
         self.m.observed_s += time.monotonic() - t0
         self.m.webgl_contexts, self.m.canvas2d_contexts = got["webgl"], got["c2d"]
         win = got["win"]
@@ -205,6 +226,15 @@ class _Measure:
         except StopMeasuring as stop:
             m.stopped, m.stopped_phase = str(stop), phase
             mark("stopped")
+        except InfraError:
+            raise
+        except Exception:
+            # Leftovers of a page that left (an answer half from the next document) may trip our
+            # reading; that is still the page leaving. Without a leave it is our own fault: raise.
+            if not bp.left:
+                raise
+            m.stopped, m.stopped_phase = f"the page {bp.left}", phase
+            mark("stopped")
         if m.ready_after_s is None and bp.ready_at_ms is not None:
             m.ready_after_s = round(bp.ready_at_ms / 1000, 2)  # seen by the binding after the wait ended
         return m
@@ -284,10 +314,8 @@ async def check_page(
             await bp.close()
         m = measure.m
         m.phases = {"launch": launched_s, **m.phases}
-        if bp.crashed:
-            raise InfraError("the browser's page process crashed during the check")
     chromium_v = await chromium
-    items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, navigated_away=bp.navigated_away)
+    items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, left=bp.left)
     if screenshot_path is not None and m.last_shot is not None:
         write_bytes_atomic(Path(screenshot_path), m.last_shot)
     return CheckReport(
@@ -310,7 +338,10 @@ async def check_page(
         blocked_requests=[u for _, u in bp.events.blocked_requests],
         dialogs=[d for _, d in bp.events.dialogs],
         navigated_away_to=bp.navigated_away,
+        left=bp.left,
         frozen=bp.frozen,
+        stopped=m.stopped,
+        stopped_phase=m.stopped_phase,
         foreign_cpu_cores=foreign,
         phases=m.phases,
     )

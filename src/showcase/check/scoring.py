@@ -101,7 +101,7 @@ class _Scorer:
     # --- 5: frame rate over tour window 2 ---
     def fps(self) -> ItemResult:
         spec = self.r.items["5"]
-        if len(self.m.windows) < 2:
+        if len(self.m.windows) < 2 or self.m.windows[1].get("partial"):
             return self.item("5", 0, {}, self.not_measured)
         w = self.m.windows[1]
         fps = w["frames"] / w["seconds"] if w["seconds"] > 0 else 0.0
@@ -162,8 +162,12 @@ class _Scorer:
                 return self.item(id_, 0, figs, f"no frame was rendered in window {index}")
             moved = w["max_degrees"] >= spec["min_degrees"] or w["max_move"] >= spec["min_move"]
             what = f"camera turned {w['max_degrees']:.1f} degrees and moved {w['max_move']:.1%} of its distance in {w['seconds']:.1f} s"
+            if w.get("partial"):
+                what += " (before measuring stopped)"
             if moved:
                 return self.item(id_, 1, figs, what, "tour")
+            if w.get("partial"):
+                return self.item(id_, 0, figs, f"{self.not_measured} ({what})")
             return self.item(id_, 0, figs, f"{what}; needs {spec['min_degrees']} degrees or {spec['min_move']:.1%}")
         if not self.m.webgl_contexts:
             figs["measured_by"] = "none (no WebGL context)"
@@ -171,7 +175,7 @@ class _Scorer:
         figs["measured_by"] = "pixels (no camera found through window.scene)"
         share = w.get("pixel_share")
         if share is None:
-            return self.item(id_, 0, figs, self.not_measured)
+            return self.item(id_, 0, figs, self.not_measured)  # a part window has no closing screenshot
         if share >= spec["min_pixel_share"]:
             return self.item(id_, 1, figs, f"{share:.0%} of pixels changed without input", "tour")
         return self.item(id_, 0, figs, f"only {share:.1%} of pixels changed without input; a tour needs {spec['min_pixel_share']:.0%}")
@@ -240,17 +244,17 @@ class _Scorer:
 
 
 def score(m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None = None,
-          navigated_away: str | None = None) -> tuple[list[ItemResult], float, str]:
+          left: str | None = None) -> tuple[list[ItemResult], float, str]:
     sc = _Scorer(m, events, rubric)
     items = [sc.loads(), sc.ready(), sc.console(), sc.blank(), sc.fps(), sc.world(), sc.english(),
              sc.tour(1), sc.tour(2), sc.animation(), sc.controls()]
     assert [i.id for i in items] == ITEM_ORDER
     total = round(sum(i.points for i in items), 2)
-    return items, total, summary(items, total, rubric.max_total, sc.good, m, frozen, navigated_away)
+    return items, total, summary(items, total, rubric.max_total, sc.good, m, frozen, left)
 
 
 def summary(items: list[ItemResult], total: float, max_total: float, good: dict[str, str], m: "Measurements",
-            frozen: str | None, navigated_away: str | None) -> str:
+            frozen: str | None, left: str | None) -> str:
     """One plain-English account: what works, then what the lost points are."""
     phrases: list[str] = []
     for id_ in ("1", "2", "3", "4", "5"):
@@ -288,8 +292,8 @@ def summary(items: list[ItemResult], total: float, max_total: float, good: dict[
     tail = f" The {_n(lost_points)} lost {noun} {verb} {_join(parts)}."
     if frozen:
         tail += " The page froze: its main thread stopped answering."
-    elif navigated_away:
-        tail += f" The page navigated away to {navigated_away}."
+    elif left and not any(left in i.reason for i in lost):
+        tail += f" The page {left}."
     return head + tail
 
 
