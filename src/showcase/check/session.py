@@ -68,11 +68,29 @@ class BoundedPage:
         self._ours_committed = False            # our own navigation to PAGE_URL has committed
         self._requested: str | None = None      # a navigation the page asked for that has not committed yet
         self._main_id: str | None = None
+        self.probe_token: str | None = None     # the probe hands its api over with this token
+        self.probe_id: str | None = None        # CDP object id of the probe's api in the page's document
+        self.canvas_max: dict | None = None     # the probe's largest WebGL frame so far, pushed as it grows
         self.page.on("crash", lambda _p: self._crashed())
         self._closing = False  # our own close is not the page closing itself
         self.page.on("close", lambda _p: self._closing or self._leave("closed itself", None))
         cdp.on("Page.frameNavigated", self._on_frame_navigated)
+        cdp.on("Runtime.consoleAPICalled", self._on_console_api)
         cdp.on("Page.frameRequestedNavigation", self._on_requested_navigation)
+
+    def _on_console_api(self, event: dict) -> None:
+        """The probe's hand-over: console.debug(token, api), called before any page script runs."""
+        args = event.get("args") or []
+        if (self.probe_token and event.get("type") == "debug" and len(args) == 5 and self.left is None
+                and args[0].get("value") == self.probe_token and args[1].get("value") == "max"):
+            # the largest WebGL frame so far (draw calls, parts, triangles), counted by the probe
+            values = [a.get("value") for a in args[2:]]
+            if all(isinstance(v, (int, float)) for v in values):
+                self.canvas_max = dict(zip(("draws_per_frame", "parts_per_frame", "triangles_per_frame"), values))
+            return
+        if (self.probe_token and self.probe_id is None and self.left is None and event.get("type") == "debug"
+                and len(args) == 2 and args[0].get("value") == self.probe_token and args[1].get("objectId")):
+            self.probe_id = args[1]["objectId"]
 
     # --- the page leaving: every new document of the tab after ours counts, reloads included ---
     def _leave(self, how: str, to: str | None) -> None:
@@ -115,6 +133,7 @@ class BoundedPage:
             cdp = await asyncio.wait_for(session.context.new_cdp_session(session.page), 20)
             bp = cls(session, cdp, deadline, call_timeout_s)
             await asyncio.wait_for(cdp.send("Page.enable"), 20)
+            await asyncio.wait_for(cdp.send("Runtime.enable"), 20)
 
             def on_ready(_source: Any, at_ms: float) -> None:
                 if bp.ready_at_ms is None and bp.left is None:  # a later document's ready is not this page's
@@ -198,6 +217,19 @@ class BoundedPage:
 
     async def evaluate(self, expression: str, arg: Any = None, what: str = "a call into the page") -> Any:
         return await self.call(what, lambda: self.page.evaluate(expression, arg))
+
+    async def probe(self, body: str, what: str) -> Any:
+        """Evaluate `body` with `this` bound to the probe's api (out of the page's reach), by value."""
+        if self.probe_id is None:
+            await self.settle(0.5)
+            raise StopMeasuring(f"{what}: the check's probe never started in the page")
+        res = await self.call(what, lambda: self.cdp.send("Runtime.callFunctionOn", {
+            "objectId": self.probe_id, "functionDeclaration": f"function() {{ return ({body}); }}", "returnByValue": True}))
+        if res.get("exceptionDetails"):
+            d = res["exceptionDetails"]
+            msg = first_line((d.get("exception") or {}).get("description") or d.get("text") or "an exception")
+            raise StopMeasuring(f"{what} failed in the page: {msg}")
+        return (res.get("result") or {}).get("value")
 
     async def screenshot(self, timeout_s: float) -> bytes:
         """PNG of the viewport through CDP (optimizeForSpeed: several times faster than page.screenshot)."""
