@@ -185,6 +185,9 @@ class BoundedPage:
             result = await asyncio.wait_for(make(), bound)
         except asyncio.TimeoutError:
             await self.settle()  # a page in the middle of leaving does not answer either
+            if what == "screenshot" and self.remaining() > 3 and await self._main_thread_answers():
+                # A screenshot waits for a frame; a page whose main thread still answers is slow, not frozen.
+                raise StopMeasuring(f"the page drew no frame to screenshot within {bound:.0f} s") from None
             self.frozen = f"{what} got no answer within {bound:.0f} s: the main thread is blocked"
             await self.terminate_scripts()
             raise StopMeasuring(f"page frozen ({self.frozen})") from None
@@ -207,6 +210,13 @@ class BoundedPage:
         # An answer that came after the page left may be the next document's: it does not count.
         self._check_alive()
         return result
+
+    async def _main_thread_answers(self) -> bool:
+        try:
+            await asyncio.wait_for(self.cdp.send("Runtime.evaluate", {"expression": "1"}), 2.0)
+            return True
+        except Exception:
+            return False
 
     async def terminate_scripts(self) -> None:
         """Free a blocked main thread (works only through a CDP session opened before the hang)."""
