@@ -1,15 +1,34 @@
-// The in-page probe of the browser check (rubric in checks/rubric.toml).
-// Injected before any page script runs. It only watches: it counts requestAnimationFrame frames,
-// WebGL draw calls and triangles per frame, follows the camera through window.scene.onBeforeRender,
-// and takes snapshots of what moves in the scene graph. Everything it keeps lives in window.__sc.
+// The in-page probe of the browser check (rubric in checks/rubric.toml, version 2.0).
+// Injected by the checker before any page script runs. Nothing of it is reachable from the page:
+// its state lives in this closure, the built-ins it depends on are captured here before the page
+// can replace them, and its one handle (the `api` object) goes to the checker over CDP (a
+// console.debug call with a per-check token, captured before any page script, that the checker
+// receives as a remote object through Runtime.consoleAPICalled). The checker calls into `api`
+// with Runtime.callFunctionOn; no global names it.
+//
+// What it counts itself, out of the page's reach: frames of the browser's own animation loop
+// (its own requestAnimationFrame, not the page's) in which the page drew with WebGL, and the draw
+// calls, instances and triangles of those frames (wrappers on the WebGL prototypes that keep the
+// native functions in this closure). What it reads from the page and so only claims, for the
+// checker to confirm against real screenshots: the camera through window.scene.onBeforeRender,
+// the scene graph's parts and what moves in it, and the page's text.
 (() => {
-  if (window.__sc || window.top !== window) return;
-  const sc = (window.__sc = {
-    frames: 0,            // distinct requestAnimationFrame timestamps seen by the page's callbacks
+  if (window.top !== window) return;
+  const TOKEN = '%TOKEN%';
+  const apply = Reflect.apply;
+  const raf = window.requestAnimationFrame;
+  const now = performance.now;
+  const perf = performance;
+  const debug = console.debug;
+  const con = console;
+  const freeze = Object.freeze;
+  const clock = () => apply(now, perf, []);
+  const sc = {
+    ticks: 0,             // frames of the browser's animation loop (our own requestAnimationFrame)
+    frames: 0,            // of those, frames in which the page drew with WebGL
     webglContexts: 0,     // WebGL contexts the page created
     canvas2dContexts: 0,  // 2D contexts the page created
     cur: { draws: 0, parts: 0, triangles: 0 },
-    lastFrame: { draws: 0, parts: 0, triangles: 0 },
     maxFrame: { draws: 0, parts: 0, triangles: 0 },
     cameraCounts: new Map(), // camera -> renders of window.scene with it
     mainCamera: null,
@@ -17,49 +36,58 @@
     win: null,
     hooked: null,
     snaps: [],
-  });
+  };
 
-  // --- frames: count distinct rAF timestamps the page's callbacks receive ---
-  const rafOrig = window.requestAnimationFrame.bind(window);
-  let lastTs = -1;
-  const onFrame = (ts) => {
-    if (ts === lastTs) return;
-    lastTs = ts;
-    sc.frames += 1;
-    // The draws of the previous frame are complete: keep them as "last frame" and track the maximum.
-    sc.lastFrame = sc.cur;
-    for (const k of ['draws', 'parts', 'triangles']) sc.maxFrame[k] = Math.max(sc.maxFrame[k], sc.cur[k]);
+  // --- frames: our own animation loop; a frame counts when the page drew in it ---
+  const tick = () => {
+    sc.ticks += 1;
+    const c = sc.cur;
+    if (c.draws > 0) {
+      sc.frames += 1;
+      const m = sc.maxFrame;
+      if (c.draws > m.draws || c.parts > m.parts || c.triangles > m.triangles) {
+        if (c.draws > m.draws) m.draws = c.draws;
+        if (c.parts > m.parts) m.parts = c.parts;
+        if (c.triangles > m.triangles) m.triangles = c.triangles;
+        // Pushed to the checker as they grow, so a page that freezes or leaves keeps them.
+        apply(debug, con, [TOKEN, 'max', m.draws, m.parts, m.triangles]);
+      }
+    }
     sc.cur = { draws: 0, parts: 0, triangles: 0 };
+    apply(raf, window, [tick]);
   };
-  window.requestAnimationFrame = function requestAnimationFrame(cb) {
-    return rafOrig((ts) => {
-      onFrame(ts);
-      return cb(ts);
-    });
-  };
+  apply(raf, window, [tick]);
 
   // --- contexts created by the page ---
   const getContextOrig = HTMLCanvasElement.prototype.getContext;
-  HTMLCanvasElement.prototype.getContext = function getContext(type, ...rest) {
-    const ctx = getContextOrig.call(this, type, ...rest);
-    if (ctx && !this.__scCounted) {
-      if (/webgl/i.test(String(type))) { sc.webglContexts += 1; this.__scCounted = true; }
-      else if (String(type) === '2d') { sc.canvas2dContexts += 1; this.__scCounted = true; }
+  const counted = new WeakSet();
+  const wsHas = WeakSet.prototype.has, wsAdd = WeakSet.prototype.add;
+  const reTest = RegExp.prototype.test;
+  const webglRe = /webgl/i;
+  HTMLCanvasElement.prototype.getContext = function getContext(...args) {
+    const ctx = apply(getContextOrig, this, args);
+    if (ctx && !apply(wsHas, counted, [this])) {
+      const type = '' + args[0];
+      if (apply(reTest, webglRe, [type])) { sc.webglContexts += 1; apply(wsAdd, counted, [this]); }
+      else if (type === '2d') { sc.canvas2dContexts += 1; apply(wsAdd, counted, [this]); }
     }
     return ctx;
   };
 
-  // --- draw calls and triangles per frame (the canvas fallback of item 6a) ---
-  const trianglesOf = (mode, count) => (mode === 4 ? Math.floor(count / 3) : mode === 5 || mode === 6 ? Math.max(0, count - 2) : 0);
+  // --- draw calls and triangles per frame ---
+  const trianglesOf = (mode, count) => (mode === 4 ? Math.floor(count / 3) : mode === 5 || mode === 6 ? (count > 2 ? count - 2 : 0) : 0);
   const wrapDraw = (proto, name, countArg, instArg) => {
     const orig = proto && proto[name];
     if (typeof orig !== 'function') return;
     proto[name] = function (...args) {
-      const inst = instArg === null ? 1 : Math.max(0, args[instArg] | 0);
-      sc.cur.draws += 1;
-      sc.cur.parts += inst;
-      sc.cur.triangles += trianglesOf(args[0], args[countArg] | 0) * inst;
-      return orig.apply(this, args);
+      // The native call first: one on anything but a real context throws and counts nothing.
+      const out = apply(orig, this, args);
+      const inst = instArg === null ? 1 : (args[instArg] | 0) > 0 ? args[instArg] | 0 : 0;
+      const c = sc.cur;
+      c.draws += 1;
+      c.parts += inst;
+      c.triangles += trianglesOf(args[0], args[countArg] | 0) * inst;
+      return out;
     };
   };
   for (const proto of [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype]) {
@@ -87,6 +115,14 @@
     for (let i = 0; i < 3; i++) tr += a.r[i][0] * b.r[i][0] + a.r[i][1] * b.r[i][1] + a.r[i][2] * b.r[i][2];
     const c = Math.min(1, Math.max(-1, (tr - 1) / 2));
     return (Math.acos(c) * 180) / Math.PI;
+  };
+  // Signed turn of the view direction about the vertical, in degrees (-180..180).
+  const yawOf = (pose) => Math.atan2(-pose.r[2][0], -pose.r[2][2]);
+  const yawDelta = (a, b) => {
+    let d = yawOf(b) - yawOf(a);
+    while (d > Math.PI) d -= 2 * Math.PI;
+    while (d < -Math.PI) d += 2 * Math.PI;
+    return (d * 180) / Math.PI;
   };
   const dist = (a, b) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
   sc.center = [0, 0, 0];
@@ -160,7 +196,7 @@
 
   // A measuring window: camera deviation from the pose on screen at its start, frames counted.
   sc.startWindow = () => {
-    sc.win = { ref: sc.lastPose, scale: sc.lastPose ? Math.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, t0: performance.now() };
+    sc.win = { ref: sc.lastPose, scale: sc.lastPose ? Math.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, ticks0: sc.ticks, t0: clock() };
     return true;
   };
   sc.readWindow = () => {
@@ -173,10 +209,15 @@
       max_move: w.maxMove,
       max_zoom: w.maxZoom,
       frames: sc.frames - w.frames0,
-      seconds: (performance.now() - w.t0) / 1000,
+      ticks: sc.ticks - w.ticks0,
+      seconds: (clock() - w.t0) / 1000,
+      // Signed change from the window's start to now: zoom (distance to the world's centre as a
+      // share of it, plus the log change of fov/zoom; negative is closer) and the view's yaw.
+      signed_zoom: w.ref && sc.lastPose ? (dist(sc.lastPose.p, sc.center) - dist(w.ref.p, sc.center)) / w.scale
+        + (w.ref.lens > 0 && sc.lastPose.lens > 0 ? Math.log(sc.lastPose.lens / w.ref.lens) : 0) : 0,
+      signed_yaw: w.ref && sc.lastPose ? yawDelta(w.ref, sc.lastPose) : 0,
     };
   };
-  sc.status = () => ({ frames: sc.frames, camera: !!sc.mainCamera, ready: window.ready === true });
 
   // --- the world: parts and triangles from the scene graph ---
   const isVisible = (o) => {
@@ -243,7 +284,7 @@
       }
     }
     const cam = sc.mainCamera && sc.mainCamera.matrixWorld ? [sc.mainCamera.matrixWorld.elements[12], sc.mainCamera.matrixWorld.elements[13], sc.mainCamera.matrixWorld.elements[14]] : null;
-    sc.snaps.push({ nodes, inst, attrs, unif, morph, cam, t: performance.now() });
+    sc.snaps.push({ nodes, inst, attrs, unif, morph, cam, t: clock() });
     return sc.snaps.length - 1;
   };
   const changed = (a, b, tol) => {
@@ -308,4 +349,34 @@
     if (document.body) parts.push(document.body.innerText || '');
     return parts.join('\n').replace(/[ \t]+/g, ' ').trim();
   };
+  // Boxes of the page's visible text (viewport pixels), so "not blank" and "the picture changed"
+  // can leave the page's own text out. A page that lies here only hides more of its own picture.
+  sc.textBoxes = () => {
+    const out = [];
+    if (!document.body) return out;
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    const range = document.createRange();
+    for (let n = walker.nextNode(); n && out.length < 2000; n = walker.nextNode()) {
+      if (!n.textContent || !n.textContent.trim()) continue;
+      range.selectNodeContents(n);
+      for (const r of range.getClientRects()) {
+        if (r.width > 0 && r.height > 0) out.push([Math.floor(r.left) - 2, Math.floor(r.top) - 2, Math.ceil(r.right) + 2, Math.ceil(r.bottom) + 2]);
+      }
+    }
+    return out;
+  };
+
+  const api = freeze({
+    attach: () => sc.attach(),
+    startWindow: () => sc.startWindow(),
+    readWindow: () => sc.readWindow(),
+    frames: () => ({ frames: sc.frames, ticks: sc.ticks }),
+    snapshot: () => sc.snapshot(),
+    compare: (i, j) => sc.compare(i, j),
+    world: () => sc.world(),
+    text: () => sc.text(),
+    textBoxes: () => sc.textBoxes(),
+    contexts: () => ({ webgl: sc.webglContexts, c2d: sc.canvas2dContexts }),
+  });
+  apply(debug, con, [TOKEN, api]);
 })();

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import traceback
 from pathlib import Path
 
 import typer
@@ -84,9 +85,10 @@ def check(
                 print_report(reports[path], console)
                 console.print(f"[dim]wrote {dirs[path] / 'check.json'} and screenshot.png[/dim]\n")
     if failures:
-        # The first failure ends the command with its exit code (printed by showcase's main); the
-        # others are printed here. Pages that were scored keep their files.
-        items = list(failures.items())
+        # The gravest failure ends the command with its exit code (printed by showcase's main): the
+        # machine's (3) before a fault of showcase itself (1); the others are printed here. Pages
+        # that were scored keep their files.
+        items = sorted(failures.items(), key=lambda kv: not isinstance(kv[1], InfraError))
         for path, exc in items[1:]:
             err.print(f"error: {path}: {exc}", markup=False, highlight=False, soft_wrap=True)
         path, exc = items[0]
@@ -110,12 +112,27 @@ async def _check_all(htmls: dict[Path, bytes], dirs: dict[Path, Path], npm_dir: 
                     reports[path] = report
                 except ShowcaseError as exc:
                     failures[path] = exc
-                except Exception as exc:  # an unexpected browser failure is the machine's, never a score
-                    failures[path] = InfraError(f"browser check failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                except Exception as exc:
+                    # Neither the page's fault (that is scored) nor the machine's (InfraError): ours.
+                    # It fails this page alone; the others go on.
+                    failures[path] = InternalError(exc)
                 progress.advance(bar)
 
         await asyncio.gather(*(one(p, h) for p, h in htmls.items()))
     return {p: reports[p] for p in htmls if p in reports}, failures
+
+
+class InternalError(ShowcaseError):
+    """A fault in showcase's own check code while scoring one page (exit 1): a bug to report."""
+
+    def __init__(self, exc: BaseException | str):
+        if isinstance(exc, BaseException):
+            line = str(exc).splitlines()[0] if str(exc) else ""
+            where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+            at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
+            exc = (f"showcase's own check code failed ({type(exc).__name__}: {line}{at}); "
+                   "this is a bug in showcase, not a fault of the page or the machine")
+        super().__init__(exc)
 
 
 def register(app: typer.Typer) -> None:

@@ -39,7 +39,12 @@ class CheckReport(BaseModel):
     blocked_requests: list[str] = Field(default_factory=list, description="outside requests that were aborted")
     dialogs: list[str] = Field(default_factory=list, description="alert/confirm/prompt dialogs (dismissed)")
     navigated_away_to: str | None = Field(None, description="where the page navigated itself, if it did")
+    left: str | None = Field(
+        None, description="how and when the page left, if it did: navigated away (reloads included), closed itself, lost its renderer"
+    )
     frozen: str | None = Field(None, description="what timed out when the page's main thread blocked, if it did")
+    stopped: str | None = Field(None, description="why measuring stopped before the last control step, if it did")
+    stopped_phase: str | None = Field(None, description="the phase measuring stopped in, if it stopped early")
     foreign_cpu_cores: float | None = Field(
         None, description="mean CPU use of processes other than this check's browser and Python, in cores"
     )

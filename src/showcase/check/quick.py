@@ -52,8 +52,8 @@ async def load_check(
                 errors.insert(0, f"navigation: {nav_error}")
             if bp.frozen:
                 errors.append(f"page frozen: {bp.frozen}")
-            if bp.navigated_away:
-                errors.append(f"page navigated away to {bp.navigated_away}")
+            if bp.left:
+                errors.append(f"the page {bp.left}")
         finally:
             await bp.close()
     return LoadCheck(

@@ -23,7 +23,7 @@ from showcase.browser.cdn import OfflineCdn
 from showcase.browser.launch import chromium_version, launch_browser
 from showcase.check.cpu import ForeignCpu, find_pid_with_arg
 from showcase.check.models import CheckReport
-from showcase.check.pixels import changed_share, off_dominant_share, to_array
+from showcase.check.pixels import changed_share, off_dominant_share, text_mask, to_array
 from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
 from showcase.check.session import BoundedPage, StopMeasuring, webgl_renderer
@@ -67,6 +67,12 @@ class _Measure:
         self.t = rubric.timing
         self.m = Measurements()
         self.prev: Shot | None = None
+        self.last_read: dict | None = None
+        self.boxes: list = []
+
+    def mask(self) -> np.ndarray | None:
+        """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
+        return text_mask(self.boxes, self.r.viewport)
 
     async def shot(self) -> Shot:
         png = await self.bp.screenshot(self.t.screenshot_timeout_s)
@@ -81,18 +87,28 @@ class _Measure:
         A page that showed no frame at all within max(min_s, 1 s) gets no extension: it does not
         animate with requestAnimationFrame, and waiting longer would only slow the check.
         """
-        await asyncio.sleep(max(0.0, min(t0 + min_s - time.monotonic(), self.bp.remaining() - 1)))
+        # Read once a second while waiting, so a page that leaves mid-window keeps what it showed.
+        while (wait := min(t0 + min_s - time.monotonic(), self.bp.remaining() - 1)) > 0:
+            await asyncio.sleep(min(wait, 1.0))
+            if wait > 1.0:
+                self.last_read = await self._read(read, what)
         while True:
-            got = await self.bp.evaluate(read, what=what)
+            got = self.last_read = await self._read(read, what)
             frames = got["frames"]
             done = frames >= min_frames or (frames == 0 and time.monotonic() - t0 >= max(min_s, 1.0))
             if done or time.monotonic() - t0 >= max_s or self.bp.remaining() <= 1:
                 return got
             await asyncio.sleep(0.1)
 
+    async def _read(self, read: str, what: str) -> dict:
+        got = await self.bp.probe(read, what)
+        if not isinstance(got, dict) or not isinstance(got.get("frames"), (int, float)):
+            await self.bp.garbled(what, got)
+        return got
+
     async def start_window(self) -> float:
         """Hook window.scene (again: a page may set it late) and open a window; its start time."""
-        await self.bp.evaluate("window.__sc.attach(), window.__sc.startWindow()", what="opening a measuring window")
+        await self.bp.probe("this.attach(), this.startWindow()", "opening a measuring window")
         return time.monotonic()
 
     async def window(self, index: int) -> tuple[dict, dict]:
@@ -101,20 +117,30 @@ class _Measure:
         Calls into the page are few and combined: at 1 fps each one waits for a frame.
         """
         t0 = await self.start_window()
-        await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0,
-                               "window.__sc.readWindow()", "reading a measuring window")
+        self.last_read = None
+        try:
+            await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0,
+                                   "this.readWindow()", "reading a measuring window")
+        except StopMeasuring:
+            # What the window showed before the page left or froze still counts (scoring passes
+            # only a part window that already shows the tour; anything less is "not measured").
+            if self.last_read is not None:
+                self.m.windows.append(dict(self.last_read, index=index, pixel_share=None, partial=True))
+            raise
         got, shot = await _both(
-            self.bp.evaluate(
-                """({win: window.__sc.readWindow(), snap: window.__sc.snapshot(), text: window.__sc.text(),
-                     webgl: window.__sc.webglContexts, c2d: window.__sc.canvas2dContexts})""",
-                what="reading a measuring window",
+            self.bp.probe(
+                "({win: this.readWindow(), snap: this.snapshot(), text: this.text(), boxes: this.textBoxes(), ctx: this.contexts()})",
+                "reading a measuring window",
             ),
             self.shot(),
         )
+        if not isinstance(got, dict) or not isinstance(got.get("win"), dict):
+            await self.bp.garbled("reading a measuring window", got)
         self.m.observed_s += time.monotonic() - t0
-        self.m.webgl_contexts, self.m.canvas2d_contexts = got["webgl"], got["c2d"]
+        self.m.webgl_contexts, self.m.canvas2d_contexts = got["ctx"]["webgl"], got["ctx"]["c2d"]
+        self.boxes = got.get("boxes") or []
         win = got["win"]
-        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"]), 4) if self.prev else None
+        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"], self.mask()), 4) if self.prev else None
         win["index"] = index
         self.prev = shot
         return win, got
@@ -126,11 +152,11 @@ class _Measure:
             await action()
         win, shot = await _both(
             self.wait_frames(self.t.step_s, self.t.step_min_frames, self.t.step_max_s, t0,
-                             "window.__sc.readWindow()", f"reading the {name} step"),
+                             "this.readWindow()", f"reading the {name} step"),
             self._shot_after(t0 + self.t.step_s),
         )
         self.m.observed_s += time.monotonic() - t0
-        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["10"]["pixel_tolerance"]), 4)
+        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["10"]["pixel_tolerance"], self.mask()), 4)
         self.prev = shot
         return win
 
@@ -138,18 +164,20 @@ class _Measure:
         await asyncio.sleep(max(0.0, at - time.monotonic()))
         return await self.shot()
 
-    async def wheel(self) -> None:
+    async def wheel(self, sign: int) -> None:
         spec = self.r.items["10"]
         for _ in range(int(spec["wheel_notches"])):
-            await self.bp.call("mouse wheel", lambda: self.bp.page.mouse.wheel(0, spec["wheel_delta"]))
+            await self.bp.call("mouse wheel", lambda: self.bp.page.mouse.wheel(0, sign * spec["wheel_delta"]))
 
-    async def drag(self) -> None:
+    async def drag(self, sign: int) -> None:
+        """From the centre `sign` times (drag_dx, drag_dy) and release; the pointer then rests at the centre."""
         spec = self.r.items["10"]
         cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
         mouse = self.bp.page.mouse
         await self.bp.call("mouse down", lambda: mouse.down())
-        await self.bp.call("mouse drag", lambda: mouse.move(cx + spec["drag_dx"], cy + spec["drag_dy"], steps=int(spec["drag_moves"])))
+        await self.bp.call("mouse drag", lambda: mouse.move(cx + sign * spec["drag_dx"], cy + sign * spec["drag_dy"], steps=int(spec["drag_moves"])))
         await self.bp.call("mouse up", lambda: mouse.up())
+        await self.bp.call("mouse move", lambda: mouse.move(cx, cy))
 
     async def run(self) -> Measurements:
         m, bp, t = self.m, self.bp, self.t
@@ -172,42 +200,93 @@ class _Measure:
             # (an exception thrown right after setting ready) have all arrived by then.
             m.load_end_s = bp.events.now()
             mark("after ready")
-            f0 = await bp.evaluate("window.__sc.attach(), window.__sc.frames", what="hooking window.scene")
+            # The world and text as they are at ready, first of all: a page that freezes or leaves
+            # soon after keeps what it showed.
+            early = await bp.probe("(this.attach(), {ticks: this.frames().ticks, world: this.world(), text: this.text()})",
+                                   "counting the world at ready")
+            if not isinstance(early, dict) or not isinstance(early.get("world"), dict):
+                await bp.garbled("counting the world at ready", early)
+            m.world, m.text, f0 = early["world"], early.get("text"), early.get("ticks") or 0
             m.load_end_s = bp.events.now()
             # The pointer rests at the centre from here on, as a viewer's would; moving it there
             # now (not just before the controls) saves a frame-bound call and a screenshot later.
             cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
             await bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
             await self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
-                                   f"({{frames: window.__sc.frames - {int(f0)}}})", "waiting for a frame after ready")
-            self.prev = await self.shot()
-            m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"]), 4)
+                                   f"({{frames: this.frames().ticks - {int(f0)}}})", "waiting for a frame after ready")
+            boxes, self.prev = await _both(bp.probe("this.textBoxes()", "finding the page's text"), self.shot())
+            self.boxes = boxes if isinstance(boxes, list) else []
+            m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"], self.mask()), 4)
             mark("tour window 1")
-            await bp.evaluate("window.__sc.snapshot()", what="taking a scene snapshot")
+            await bp.probe("this.snapshot()", "taking a scene snapshot")
             win, got = await self.window(1)
             m.windows.append(win)
-            m.text = got["text"]
+            m.text = _join_text(m.text, got.get("text"))
             mark("tour window 2")
             win, _ = await self.window(2)
             m.windows.append(win)
-            after = await bp.evaluate(
-                "({world: window.__sc.world(), pairs: [window.__sc.compare(0, 1), window.__sc.compare(1, 2)]})",
-                what="counting the world and what moved in it",
+            after = await bp.probe(
+                "({world: this.world(), pairs: [this.compare(0, 1), this.compare(1, 2)]})",
+                "counting the world and what moved in it",
             )
-            m.world = after["world"]
+            if not isinstance(after, dict) or not isinstance(after.get("world"), dict):
+                await bp.garbled("counting the world and what moved in it", after)
+            m.world = _larger_world(m.world, after["world"])
             m.animation = _max_counts([p for p in after["pairs"] if p])
             mark("controls")
+            # Each input and its reverse: a page's own motion (a zooming or turning tour) moves the
+            # same way in both steps, an answer to the input changes sign with it.
             m.steps["baseline before wheel"] = await self.step("baseline before wheel", None)
-            m.steps["wheel"] = await self.step("wheel", self.wheel)
+            m.steps["wheel"] = await self.step("wheel", lambda: self.wheel(1))
+            m.steps["wheel back"] = await self.step("wheel back", lambda: self.wheel(-1))
             m.steps["baseline before drag"] = await self.step("baseline before drag", None)
-            m.steps["drag"] = await self.step("drag", self.drag)
+            m.steps["drag"] = await self.step("drag", lambda: self.drag(1))
+            m.steps["drag back"] = await self.step("drag back", lambda: self.drag(-1))
             mark("done")
         except StopMeasuring as stop:
             m.stopped, m.stopped_phase = str(stop), phase
             mark("stopped")
+        except InfraError:
+            raise
+        except Exception:
+            # Leftovers of a page that left (an answer half from the next document) may trip our
+            # reading; that is still the page leaving. Without a leave it is our own fault: raise.
+            if not bp.left:
+                raise
+            m.stopped, m.stopped_phase = f"the page {bp.left}", phase
+            mark("stopped")
+        if bp.canvas_max:  # the probe's pushed maxima outlive a page that froze or left
+            world = m.world or {"scene": False, "parts": 0, "triangles": 0, "canvas": {}}
+            canvas = dict(world.get("canvas") or {})
+            for k, v in bp.canvas_max.items():
+                canvas[k] = max(canvas.get(k, 0), v)
+            m.world = dict(world, canvas=canvas)
         if m.ready_after_s is None and bp.ready_at_ms is not None:
             m.ready_after_s = round(bp.ready_at_ms / 1000, 2)  # seen by the binding after the wait ended
         return m
+
+
+def _join_text(early: str | None, late: str | None) -> str | None:
+    """All the text the page showed, at ready and later (the English item judges it all)."""
+    if early is None or late is None or late == early:
+        return late if late is not None else early
+    return f"{early}\n{late}"
+
+
+def _larger_world(early: dict | None, late: dict) -> dict:
+    """The world at ready or later, whichever is larger (a page may tear its world down or freeze)."""
+    def size(w: dict | None) -> tuple:
+        if not w:
+            return (-1, -1)
+        c = w.get("canvas") or {}
+        return (max(w.get("parts", 0), c.get("parts_per_frame", 0)), max(w.get("triangles", 0), c.get("triangles_per_frame", 0)))
+
+    if early is None:
+        return late
+    # The canvas figures are maxima over the whole session so far: the later reading holds both.
+    best = dict(early if size(early) > size(late) else late)
+    best["canvas"] = late.get("canvas", best.get("canvas"))
+    return best
 
 
 async def _both(a, b) -> tuple:
@@ -253,7 +332,9 @@ async def check_page(
 ) -> CheckReport:
     """Score one page on the ten items. The page's faults are scored; ours raise InfraError."""
     rubric = load_rubric()
-    scripts = [load_script("ready.js"), load_script("probe.js")]
+    # The probe hands its api to us with a token no page can know (it lives only in the probe's closure).
+    token = f"showcase-probe-{uuid.uuid4().hex}"
+    scripts = [load_script("ready.js"), load_script("probe.js").replace("%TOKEN%", token)]
     started = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     cdn = offline_cdn(npm_dir)
@@ -271,6 +352,7 @@ async def check_page(
         bp = await BoundedPage.open(
             browser, html, cdn, rubric.viewport, scripts, deadline, rubric.timing.call_timeout_s
         )
+        bp.probe_token = token
         await warm
         launched_s = round(time.monotonic() - started, 2)
         measure = _Measure(bp, rubric)
@@ -284,10 +366,8 @@ async def check_page(
             await bp.close()
         m = measure.m
         m.phases = {"launch": launched_s, **m.phases}
-        if bp.crashed:
-            raise InfraError("the browser's page process crashed during the check")
     chromium_v = await chromium
-    items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, navigated_away=bp.navigated_away)
+    items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, left=bp.left)
     if screenshot_path is not None and m.last_shot is not None:
         write_bytes_atomic(Path(screenshot_path), m.last_shot)
     return CheckReport(
@@ -310,7 +390,10 @@ async def check_page(
         blocked_requests=[u for _, u in bp.events.blocked_requests],
         dialogs=[d for _, d in bp.events.dialogs],
         navigated_away_to=bp.navigated_away,
+        left=bp.left,
         frozen=bp.frozen,
+        stopped=m.stopped,
+        stopped_phase=m.stopped_phase,
         foreign_cpu_cores=foreign,
         phases=m.phases,
     )

@@ -95,13 +95,13 @@ class _Scorer:
         if share is None:
             return self.item("4", 0, figs, self.not_measured)
         if share < spec["min_share"]:
-            return self.item("4", 0, figs, f"one flat colour: only {share:.1%} of pixels differ from the dominant colour")
-        return self.item("4", 1, figs, f"{share:.0%} of pixels differ from the dominant colour", "is not blank")
+            return self.item("4", 0, figs, f"one flat colour: only {share:.2%} of pixels, outside the page's text, differ from the dominant colour")
+        return self.item("4", 1, figs, f"{share:.1%} of pixels, outside the page's text, differ from the dominant colour", "is not blank")
 
     # --- 5: frame rate over tour window 2 ---
     def fps(self) -> ItemResult:
         spec = self.r.items["5"]
-        if len(self.m.windows) < 2:
+        if len(self.m.windows) < 2 or self.m.windows[1].get("partial"):
             return self.item("5", 0, {}, self.not_measured)
         w = self.m.windows[1]
         fps = w["frames"] / w["seconds"] if w["seconds"] > 0 else 0.0
@@ -120,18 +120,43 @@ class _Scorer:
         w = self.m.world
         if w is None:
             return self.item("6a", 0, {}, self.not_measured)
-        if w["scene"]:
-            parts, tris, how = w["parts"], w["triangles"], "scene graph (window.scene)"
+        c = w["canvas"]
+        need = f"needs {spec['min_parts']} parts or {_n(spec['min_triangles'])} triangles"
+        big = lambda p, t: p >= spec["min_parts"] or t >= spec["min_triangles"]  # noqa: E731
+        agree = spec["canvas_agreement"]
+        # The scene graph is the page's own object and only claims; the WebGL draws we counted
+        # ourselves must back the claim, and the picture must show something.
+        backed = c["parts_per_frame"] >= agree * spec["min_parts"] or c["triangles_per_frame"] >= agree * spec["min_triangles"]
+        if w["scene"] and backed:
+            # Culling hides part of a world, not most of it: the scene graph may claim up to
+            # 1 / canvas_agreement times what was drawn in one frame, no more.
+            parts = min(w["parts"], int(max(c["parts_per_frame"], 1) / agree))
+            tris = min(w["triangles"], int(max(c["triangles_per_frame"], 1) / agree))
+            how = "scene graph (window.scene)" if (parts, tris) == (w["parts"], w["triangles"]) else (
+                "scene graph (window.scene), capped by the WebGL draws counted in one frame")
+        elif w["scene"] and big(w["parts"], w["triangles"]):
+            parts, tris, how = c["parts_per_frame"], c["triangles_per_frame"], (
+                "WebGL draw calls in one frame: the scene graph's larger figures are not backed by what was drawn")
         else:
-            c = w["canvas"]
             parts, tris, how = c["parts_per_frame"], c["triangles_per_frame"], "canvas fallback (WebGL draw calls in one frame)"
-        figs = {"parts": parts, "triangles": tris, "counted_by": how, "canvas": w["canvas"],
+        figs = {"parts": parts, "triangles": tris, "counted_by": how, "canvas": c,
+                "scene_parts": w.get("parts", 0), "scene_triangles": w.get("triangles", 0),
                 "instanced_meshes": w.get("instanced_meshes", 0)}
         self.world_phrase = f"{_n(parts)} parts, {_n(tris)} triangles"
-        need = f"needs {spec['min_parts']} parts or {_n(spec['min_triangles'])} triangles"
-        if parts >= spec["min_parts"] or tris >= spec["min_triangles"]:
+        if big(parts, tris) and self.m.blank_share is not None and not self.picture():
+            return self.item("6a", 0, figs, f"{self.world_phrase} counted by {how}, but the frame after ready is blank")
+        if big(parts, tris):
             return self.item("6a", spec.points, figs, f"{self.world_phrase} counted by {how}", self.world_phrase)
         return self.item("6a", 0, figs, f"only {self.world_phrase} counted by {how}; {need}")
+
+    def picture(self) -> bool:
+        """The frame after ready shows something besides one flat colour and the page's text."""
+        share = self.m.blank_share
+        return share is not None and share >= self.r.items["4"]["min_share"]
+
+    def visible(self, id_: str, share: float | None) -> bool:
+        """The picture (outside the page's text) changed at least the item's min_visible_share."""
+        return share is not None and share >= self.r.items[id_]["min_visible_share"]
 
     def english(self) -> ItemResult:
         spec = self.r.items["6b"]
@@ -162,6 +187,12 @@ class _Scorer:
                 return self.item(id_, 0, figs, f"no frame was rendered in window {index}")
             moved = w["max_degrees"] >= spec["min_degrees"] or w["max_move"] >= spec["min_move"]
             what = f"camera turned {w['max_degrees']:.1f} degrees and moved {w['max_move']:.1%} of its distance in {w['seconds']:.1f} s"
+            if w.get("partial"):
+                what += " (before measuring stopped)"
+                return self.item(id_, 0, figs, f"{self.not_measured} ({what}; no closing screenshot to confirm it)")
+            if moved and not self.visible("7", w.get("pixel_share")):
+                share = w.get("pixel_share") or 0.0
+                return self.item(id_, 0, figs, f"{what}, but the picture did not change ({share:.2%} of pixels outside the page's text)")
             if moved:
                 return self.item(id_, 1, figs, what, "tour")
             return self.item(id_, 0, figs, f"{what}; needs {spec['min_degrees']} degrees or {spec['min_move']:.1%}")
@@ -171,7 +202,7 @@ class _Scorer:
         figs["measured_by"] = "pixels (no camera found through window.scene)"
         share = w.get("pixel_share")
         if share is None:
-            return self.item(id_, 0, figs, self.not_measured)
+            return self.item(id_, 0, figs, self.not_measured)  # a part window has no closing screenshot
         if share >= spec["min_pixel_share"]:
             return self.item(id_, 1, figs, f"{share:.0%} of pixels changed without input", "tour")
         return self.item(id_, 0, figs, f"only {share:.1%} of pixels changed without input; a tour needs {spec['min_pixel_share']:.0%}")
@@ -185,6 +216,10 @@ class _Scorer:
             figs = dict(a, measured_by="scene graph snapshots")
             counted = [(a[k], one if a[k] == 1 else many) for k, one, many in ANIMATION_KINDS if a.get(k, 0)]
             total = sum(n for n, _ in counted)
+            shares = [x["pixel_share"] for x in self.m.windows if x.get("pixel_share") is not None]
+            figs["pixel_share"] = max(shares) if shares else None
+            if total >= spec["min_animated"] and not self.visible("9", figs["pixel_share"]):
+                return self.item("9", 0, figs, f"the scene graph says {total} thing(s) move, but the picture did not change")
             if total >= spec["min_animated"]:
                 phrase = ", ".join(f"{_n(n)} {label}" for n, label in counted)
                 return self.item("9", 1, figs, phrase, f"animates ({phrase})")
@@ -201,36 +236,48 @@ class _Scorer:
         return self.item("9", 0, figs, f"only {share:.2%} of pixels changed without input (pixel fallback, no window.scene)")
 
     # --- 10: controls ---
-    def _answers(self, kind: str, step: dict, base: dict, camera: bool) -> tuple[bool, dict]:
-        """Does this step beat its baseline? Wheel: change of distance to the world (or lens zoom); drag: turn or move."""
+    def _pixels_answer(self, step: dict, base: dict) -> bool:
         spec = self.r.items["10"]
         scale = max(1.0, step["seconds"] / base["seconds"]) if base["seconds"] > 0 else 1.0
+        return step["pixel_share"] >= base["pixel_share"] * scale * spec["ratio"] + spec["margin_pixel_share"]
 
-        def beats(key: str, margin: float) -> bool:
-            return step[key] >= base[key] * scale * spec["ratio"] + margin
+    def _answers(self, kind: str, fwd: dict, back: dict, base: dict, camera: bool) -> tuple[bool, dict]:
+        """Does the input and its reverse answer beyond what the page does on its own?
 
+        With a camera: the signed change (wheel: zoom, negative is closer; drag: the view's yaw)
+        of the reverse step minus that of the input step. The page's own motion (a zooming or
+        turning tour) moves both steps alike and cancels; an answer flips sign with the input.
+        Without one: each step's changed pixels beat the baseline's. Either way both steps'
+        pictures must change (min_visible_share outside the page's text).
+        """
+        spec = self.r.items["10"]
+        seen = min(fwd["pixel_share"], back["pixel_share"]) >= spec["min_visible_share"]
         figs = {
-            "seconds": round(step["seconds"], 2), "baseline_seconds": round(base["seconds"], 2),
-            "pixel_share": step["pixel_share"], "baseline_pixel_share": base["pixel_share"],
+            "seconds": round(fwd["seconds"] + back["seconds"], 2), "baseline_seconds": round(base["seconds"], 2),
+            "pixel_share": fwd["pixel_share"], "back_pixel_share": back["pixel_share"], "baseline_pixel_share": base["pixel_share"],
         }
-        ok = beats("pixel_share", spec["margin_pixel_share"])
+        ok = self._pixels_answer(fwd, base) and self._pixels_answer(back, base)
         if camera and kind == "wheel":
-            figs.update(zoom=round(step["max_zoom"], 4), baseline_zoom=round(base["max_zoom"], 4))
-            ok = ok or beats("max_zoom", spec["margin_zoom"])
+            d = back.get("signed_zoom", 0.0) - fwd.get("signed_zoom", 0.0)  # in, then out: > 0
+            figs.update(zoom_in=round(fwd.get("signed_zoom", 0.0), 4), zoom_out=round(back.get("signed_zoom", 0.0), 4),
+                        baseline_zoom=round(base.get("signed_zoom", 0.0), 4), zoom_response=round(d, 4))
+            ok = ok or d >= 2 * spec["margin_zoom"]
         elif camera:
-            figs.update(degrees=round(step["max_degrees"], 2), baseline_degrees=round(base["max_degrees"], 2),
-                        move=round(step["max_move"], 4), baseline_move=round(base["max_move"], 4))
-            ok = ok or beats("max_degrees", spec["margin_degrees"]) or beats("max_move", spec["margin_move"])
+            d = back.get("signed_yaw", 0.0) - fwd.get("signed_yaw", 0.0)  # one way, then back: either sign
+            figs.update(yaw=round(fwd.get("signed_yaw", 0.0), 2), yaw_back=round(back.get("signed_yaw", 0.0), 2),
+                        baseline_yaw=round(base.get("signed_yaw", 0.0), 2), yaw_response=round(abs(d), 2))
+            ok = ok or abs(d) >= 2 * spec["margin_degrees"]
+        ok = ok and seen  # a camera that moves over a picture that does not change answers nothing
         figs["answered"] = ok
         return ok, figs
 
     def controls(self) -> ItemResult:
         s = self.m.steps
-        if not {"baseline before wheel", "wheel", "baseline before drag", "drag"} <= set(s):
+        if not {"baseline before wheel", "wheel", "wheel back", "baseline before drag", "drag", "drag back"} <= set(s):
             return self.item("10", 0, {k: v for k, v in s.items()}, self.not_measured)
         camera = bool(s["wheel"]["camera"] and s["wheel"]["renders"] and s["drag"]["renders"])
-        wheel_ok, wheel = self._answers("wheel", s["wheel"], s["baseline before wheel"], camera)
-        drag_ok, drag = self._answers("drag", s["drag"], s["baseline before drag"], camera)
+        wheel_ok, wheel = self._answers("wheel", s["wheel"], s["wheel back"], s["baseline before wheel"], camera)
+        drag_ok, drag = self._answers("drag", s["drag"], s["drag back"], s["baseline before drag"], camera)
         figs = {"wheel": wheel, "drag": drag, "measured_by": "camera pose and pixels" if camera else "pixels"}
         if wheel_ok and drag_ok:
             return self.item("10", 1, figs, "the drag and the wheel each change the picture beyond the baseline",
@@ -240,17 +287,17 @@ class _Scorer:
 
 
 def score(m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None = None,
-          navigated_away: str | None = None) -> tuple[list[ItemResult], float, str]:
+          left: str | None = None) -> tuple[list[ItemResult], float, str]:
     sc = _Scorer(m, events, rubric)
     items = [sc.loads(), sc.ready(), sc.console(), sc.blank(), sc.fps(), sc.world(), sc.english(),
              sc.tour(1), sc.tour(2), sc.animation(), sc.controls()]
     assert [i.id for i in items] == ITEM_ORDER
     total = round(sum(i.points for i in items), 2)
-    return items, total, summary(items, total, rubric.max_total, sc.good, m, frozen, navigated_away)
+    return items, total, summary(items, total, rubric.max_total, sc.good, m, frozen, left)
 
 
 def summary(items: list[ItemResult], total: float, max_total: float, good: dict[str, str], m: "Measurements",
-            frozen: str | None, navigated_away: str | None) -> str:
+            frozen: str | None, left: str | None) -> str:
     """One plain-English account: what works, then what the lost points are."""
     phrases: list[str] = []
     for id_ in ("1", "2", "3", "4", "5"):
@@ -288,8 +335,8 @@ def summary(items: list[ItemResult], total: float, max_total: float, good: dict[
     tail = f" The {_n(lost_points)} lost {noun} {verb} {_join(parts)}."
     if frozen:
         tail += " The page froze: its main thread stopped answering."
-    elif navigated_away:
-        tail += f" The page navigated away to {navigated_away}."
+    elif left and not any(left in i.reason for i in lost):
+        tail += f" The page {left}."
     return head + tail
 
 

@@ -2,7 +2,9 @@
 
 A call that times out means the page's main thread is blocked: execution is terminated through a
 CDP session opened before any script ran, and the page is marked frozen; nothing more is asked of
-it. A page that navigated away is marked gone. A crashed page or browser is an InfraError.
+it. A page that leaves (a new document in its tab: navigation, reload, `location = ...`; closing
+itself; a crashed renderer) is marked gone with the time it left, and no answer that arrived after
+that counts. Only a dead browser is an InfraError: the machine's fault, never the page's.
 """
 
 import asyncio
@@ -60,8 +62,66 @@ class BoundedPage:
         self.call_timeout_s = call_timeout_s
         self.frozen: str | None = None
         self.crashed = False
+        self.left: str | None = None            # how and when the page left, e.g. "navigated away to X at 6.1 s"
+        self.left_to: str | None = None         # where it went (a URL), or None for a close or crash
         self.ready_at_ms: float | None = None  # page time of window.ready = true, from the probe's binding
-        self.page.on("crash", lambda _p: setattr(self, "crashed", True))
+        self._ours_committed = False            # our own navigation to PAGE_URL has committed
+        self._requested: str | None = None      # a navigation the page asked for that has not committed yet
+        self._main_id: str | None = None
+        self.probe_token: str | None = None     # the probe hands its api over with this token
+        self.probe_id: str | None = None        # CDP object id of the probe's api in the page's document
+        self.canvas_max: dict | None = None     # the probe's largest WebGL frame so far, pushed as it grows
+        self.page.on("crash", lambda _p: self._crashed())
+        self._closing = False  # our own close is not the page closing itself
+        self.page.on("close", lambda _p: self._closing or self._leave("closed itself", None))
+        cdp.on("Page.frameNavigated", self._on_frame_navigated)
+        cdp.on("Runtime.consoleAPICalled", self._on_console_api)
+        cdp.on("Page.frameRequestedNavigation", self._on_requested_navigation)
+
+    def _on_console_api(self, event: dict) -> None:
+        """The probe's hand-over: console.debug(token, api), called before any page script runs."""
+        args = event.get("args") or []
+        if (self.probe_token and event.get("type") == "debug" and len(args) == 5 and self.left is None
+                and args[0].get("value") == self.probe_token and args[1].get("value") == "max"):
+            # the largest WebGL frame so far (draw calls, parts, triangles), counted by the probe
+            values = [a.get("value") for a in args[2:]]
+            if all(isinstance(v, (int, float)) for v in values):
+                self.canvas_max = dict(zip(("draws_per_frame", "parts_per_frame", "triangles_per_frame"), values))
+            return
+        if (self.probe_token and self.probe_id is None and self.left is None and event.get("type") == "debug"
+                and len(args) == 2 and args[0].get("value") == self.probe_token and args[1].get("objectId")):
+            self.probe_id = args[1]["objectId"]
+
+    # --- the page leaving: every new document of the tab after ours counts, reloads included ---
+    def _leave(self, how: str, to: str | None) -> None:
+        if self.left is None:
+            self.left, self.left_to = f"{how} at {self.events.now():.1f} s", to
+
+    def _crashed(self) -> None:
+        self.crashed = True
+        self._leave("lost its renderer (the page process crashed)", None)
+
+    def _on_requested_navigation(self, event: dict) -> None:
+        if self._ours_committed and event.get("frameId") == self._main_id:
+            self._requested = str(event.get("url", ""))[:300]
+
+    def _on_frame_navigated(self, event: dict) -> None:
+        frame = event.get("frame") or {}
+        if frame.get("parentId"):
+            return
+        url = str(frame.get("url", ""))[:300]
+        self._main_id = frame.get("id")
+        if not self._ours_committed:
+            self._ours_committed = url.split("#", 1)[0] == PAGE_URL
+            return
+        self._requested = None
+        if frame.get("unreachableUrl"):  # a blocked or failed navigation lands on Chromium's error page
+            self._leave(f"navigated away to {str(frame['unreachableUrl'])[:300]} (blocked)", str(frame["unreachableUrl"])[:300])
+        elif url.split("#", 1)[0] == PAGE_URL:
+            self._leave("reloaded itself", url)
+        else:
+            self._leave(f"navigated away to {url}", url)
+
 
     @classmethod
     async def open(
@@ -72,9 +132,11 @@ class BoundedPage:
             session = await asyncio.wait_for(open_page(browser, html, cdn, viewport, init_scripts), 20)
             cdp = await asyncio.wait_for(session.context.new_cdp_session(session.page), 20)
             bp = cls(session, cdp, deadline, call_timeout_s)
+            await asyncio.wait_for(cdp.send("Page.enable"), 20)
+            await asyncio.wait_for(cdp.send("Runtime.enable"), 20)
 
             def on_ready(_source: Any, at_ms: float) -> None:
-                if bp.ready_at_ms is None:
+                if bp.ready_at_ms is None and bp.left is None:  # a later document's ready is not this page's
                     bp.ready_at_ms = float(at_ms)
 
             await asyncio.wait_for(session.page.expose_binding("__scReady", on_ready), 20)
@@ -88,27 +150,31 @@ class BoundedPage:
 
     @property
     def navigated_away(self) -> str | None:
-        """Where the page went; a blocked navigation lands on Chromium's error page, so name its target."""
-        if not self.events.navigations:
-            return None
-        t, url = self.events.navigations[0]
-        if url.startswith("chrome-error:"):
-            blocked = [u for bt, u in self.events.blocked_requests if bt <= t]
-            if blocked:
-                return f"{blocked[-1]} (blocked)"
-        return url
+        """Where the page went, if it left for another document (reloads included)."""
+        return self.left_to
 
     def _check_alive(self) -> None:
-        if self.crashed:
-            raise InfraError("the browser's page process crashed during the check")
         if not self.s.context.browser or not self.s.context.browser.is_connected():
             raise InfraError("the browser died during the check")
+        if self.left:
+            raise StopMeasuring(f"the page {self.left}")
         if self.frozen:
             raise StopMeasuring(f"page frozen ({self.frozen})")
-        if self.navigated_away:
-            raise StopMeasuring(f"page navigated away to {self.navigated_away}")
         if self.remaining() <= 0.5:
             raise StopMeasuring("the check's time bound was reached")
+
+    async def settle(self, grace_s: float = 2.0) -> None:
+        """After a call failed or answered oddly: give a navigation the page asked for time to commit
+        (bounded), then raise StopMeasuring if the page has left, or InfraError if the browser died."""
+        end = time.monotonic() + min(grace_s, max(0.0, self.remaining()))
+        while self._requested is not None and self.left is None and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        self._check_alive()
+
+    async def garbled(self, what: str, got: Any) -> None:
+        """A call into the page answered with something that is not the probe's answer."""
+        await self.settle(1.0)
+        raise StopMeasuring(f"{what}: the page answered {type(got).__name__} instead of the probe's figures")
 
     # --- bounded calls ---
     async def call(self, what: str, make: Callable[[], Awaitable[Any]], timeout_s: float | None = None) -> Any:
@@ -116,24 +182,41 @@ class BoundedPage:
         self._check_alive()
         bound = min(timeout_s or self.call_timeout_s, self.remaining())
         try:
-            return await asyncio.wait_for(make(), bound)
+            result = await asyncio.wait_for(make(), bound)
         except asyncio.TimeoutError:
-            if self.navigated_away or self.remaining() <= 0.5:
-                self._check_alive()  # a page in the middle of leaving does not answer either
+            await self.settle()  # a page in the middle of leaving does not answer either
+            if what == "screenshot" and self.remaining() > 3 and await self._main_thread_answers():
+                # A screenshot waits for a frame; a page whose main thread still answers is slow, not frozen.
+                raise StopMeasuring(f"the page drew no frame to screenshot within {bound:.0f} s") from None
             self.frozen = f"{what} got no answer within {bound:.0f} s: the main thread is blocked"
             await self.terminate_scripts()
             raise StopMeasuring(f"page frozen ({self.frozen})") from None
         except PlaywrightError as exc:
-            self._check_alive()  # crash / navigation / frozen explain most errors
+            await self.settle()  # crash / navigation / frozen explain most errors
             msg = first_line(str(exc))
             if "Timeout" in msg:
                 self.frozen = f"{what}: {msg}"
                 await self.terminate_scripts()
                 raise StopMeasuring(f"page frozen ({self.frozen})") from None
-            if "context was destroyed" in msg or "navigat" in msg.lower():
-                raise StopMeasuring(f"page navigated away ({what} was cut off)") from None
+            if "context was destroyed" in msg or "navigat" in msg.lower() or "closed" in msg.lower():
+                # The document went away: the event saying where to usually follows within moments.
+                end = time.monotonic() + min(2.0, max(0.0, self.remaining()))
+                while self.left is None and time.monotonic() < end:
+                    await asyncio.sleep(0.05)
+                self._leave("navigated away (to a page not named in time)", self._requested)
+                self._check_alive()
             # Anything else is the page breaking our probe (it runs in the page's own world).
             raise StopMeasuring(f"{what} failed in the page: {msg}") from None
+        # An answer that came after the page left may be the next document's: it does not count.
+        self._check_alive()
+        return result
+
+    async def _main_thread_answers(self) -> bool:
+        try:
+            await asyncio.wait_for(self.cdp.send("Runtime.evaluate", {"expression": "1"}), 2.0)
+            return True
+        except Exception:
+            return False
 
     async def terminate_scripts(self) -> None:
         """Free a blocked main thread (works only through a CDP session opened before the hang)."""
@@ -144,6 +227,19 @@ class BoundedPage:
 
     async def evaluate(self, expression: str, arg: Any = None, what: str = "a call into the page") -> Any:
         return await self.call(what, lambda: self.page.evaluate(expression, arg))
+
+    async def probe(self, body: str, what: str) -> Any:
+        """Evaluate `body` with `this` bound to the probe's api (out of the page's reach), by value."""
+        if self.probe_id is None:
+            await self.settle(0.5)
+            raise StopMeasuring(f"{what}: the check's probe never started in the page")
+        res = await self.call(what, lambda: self.cdp.send("Runtime.callFunctionOn", {
+            "objectId": self.probe_id, "functionDeclaration": f"function() {{ return ({body}); }}", "returnByValue": True}))
+        if res.get("exceptionDetails"):
+            d = res["exceptionDetails"]
+            msg = first_line((d.get("exception") or {}).get("description") or d.get("text") or "an exception")
+            raise StopMeasuring(f"{what} failed in the page: {msg}")
+        return (res.get("result") or {}).get("value")
 
     async def screenshot(self, timeout_s: float) -> bytes:
         """PNG of the viewport through CDP (optimizeForSpeed: several times faster than page.screenshot)."""
@@ -158,15 +254,33 @@ class BoundedPage:
         """Navigate; None when the load event came, else why not (the page's fault)."""
         bound = min(timeout_s, self.remaining())
         try:
-            await asyncio.wait_for(self.page.goto(PAGE_URL, wait_until="load", timeout=bound * 1000), bound + 2)
-            return None
+            nav = asyncio.ensure_future(self.page.goto(PAGE_URL, wait_until="load", timeout=bound * 1000))
+            nav.add_done_callback(lambda f: f.cancelled() or f.exception())
+            gone = asyncio.ensure_future(self._until_left())
+            done, _ = await asyncio.wait([nav, gone], timeout=bound + 2, return_when=asyncio.FIRST_COMPLETED)
+            gone.cancel()
+            if nav not in done:
+                nav.cancel()  # a page that left never sends our load event: no need to wait for it
+                if not self.left:
+                    raise asyncio.TimeoutError
+            else:
+                nav.result()
+            # A load event that came for a later document (a reload while loading) is not this page's.
+            return f"the page {self.left}, before its load event" if self.left else None
         except asyncio.TimeoutError:
             return f"the load event did not come within {bound:.0f} s"
         except PlaywrightError as exc:
-            if self.crashed:
-                raise InfraError("the browser's page process crashed while loading the page") from exc
+            end = time.monotonic() + 2.0  # the event naming where it went follows the error closely
+            while self.left is None and not self.crashed and time.monotonic() < end and "Navigation" in str(exc):
+                await asyncio.sleep(0.05)
+            if self.left:
+                return f"the page {self.left}, before its load event"
             msg = first_line(str(exc))
             return "the load event did not come within {:.0f} s".format(bound) if "Timeout" in msg else msg
+
+    async def _until_left(self) -> None:
+        while self.left is None:
+            await asyncio.sleep(0.05)
 
     async def wait_ready(self, nav_start: float, timeout_s: float, poll_s: float) -> float | None:
         """Seconds from navigation start to window.ready === true, or None within the bound.
@@ -181,9 +295,10 @@ class BoundedPage:
                 return round(self.ready_at_ms / 1000, 2)
             self._check_alive()
             if time.monotonic() >= next_poll:
-                next_poll = time.monotonic()
+                next_poll = time.monotonic() + 1.0
                 try:
                     if await asyncio.wait_for(self.page.evaluate("window.ready === true"), 2.0):
+                        self._check_alive()  # a true from a later document is not this page's ready
                         return round(self.events.now() - nav_start, 2)
                 except (asyncio.TimeoutError, PlaywrightError):
                     pass  # busy loading, or frozen: the calls after this tell which
@@ -191,6 +306,7 @@ class BoundedPage:
         return round(self.ready_at_ms / 1000, 2) if self.ready_at_ms is not None else None
 
     async def close(self) -> None:
+        self._closing = True
         try:
             await asyncio.wait_for(self.s.context.close(), 10)
         except Exception:
