@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.browser]
 
 SHOWCASE = [sys.executable, "-m", "showcase.cli"]
 DEMO = TASKS_DIR / "voxel" / "demo"
-HARNESSES = ["opencode", "pi", "qwen-code"]
+# qwen-code is not here: sealed at the run's 1.25 GB it is killed for lack of memory while a
+# command runs (its Node child grows past 1.2 GB); see docs/agent.md.
+HARNESSES = ["opencode", "pi", "codex", "cline", "kimi-code"]
 
 
 def read_json(path: Path) -> dict:

@@ -403,9 +403,11 @@ def ensure_npm_tree(harness: Harness, progress: Progress = None) -> Path | None:
     return home
 
 
-def _npm_recipe(npm_tree: Path | None) -> str:
+def _npm_recipe(npm_tree: Path | None, scripts: bool = True) -> str:
     if npm_tree is None:
         return ""
+    if not scripts:
+        return "COPY npm/ /opt/harness/npm/\nRUN ln -s node_modules/.bin /opt/harness/npm/bin"
     # Install scripts run here, sealed (the build has no network), by Node 24 as the agent will be.
     # Before the rest of the harness folder: a change of its launch flags reuses this layer.
     return ("COPY npm/ /opt/harness/npm/\n"
@@ -438,7 +440,7 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
     node = ensure_node(progress)
     npm_tree = ensure_npm_tree(harness, progress) if harness else None
     dockerfile = DOCKERFILE.format(base=base_id, uid=AGENT_UID, run=_layer_recipe(harness),
-                                   npm=_npm_recipe(npm_tree), node_version=NODE.version)
+                                   npm=_npm_recipe(npm_tree, harness.install.npm_scripts if harness else True), node_version=NODE.version)
     digest = _sha({
         "recipe": LAYER_RECIPE, "base": base_id, "dockerfile": dockerfile,
         "harness": _tree_digest(harness.dir) if harness else [],
