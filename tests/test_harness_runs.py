@@ -78,7 +78,8 @@ def test_agent_plays_the_demo_sealed(docker_engine, tmp_path, harness_id):
     assert contract["harness"]["id"] == harness_id and contract["harness"]["version"] == harness.version
     # Sealed: every request the model saw came through the gate (forced answer limit), and
     # nothing was looked up or connected to beyond it.
-    assert received and all(b.get("max_tokens") or b.get("max_completion_tokens") for b in received if b.get("tools"))
+    limit_fields = ("max_tokens", "max_completion_tokens", "max_output_tokens")  # chat, newer chat, Responses
+    assert received and all(any(b.get(f) for f in limit_fields) for b in received if b.get("tools"))
     outside = info["outside_attempts"]
     assert outside is not None and outside["observed"], outside
     assert outside["dns_queries"] == [] and outside["connects"] == [], outside
