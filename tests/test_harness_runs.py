@@ -47,10 +47,13 @@ def run_showcase(harness: str, server: ReplayServer, run: Path, *extra: str) -> 
 
 
 def stalling_script() -> dict:
-    """An agent that only ever runs `sleep 5`: the hard stop is the only way it ends."""
-    return {"model": "replay-stall", "side_answer": "Windmill Isle",
-            "turns": [{"until_user_contains": "a phrase no request carries",
-                       "filler": {"content": "Still thinking.", "tool_calls": [{"name": "@shell", "arguments": {"command": "sleep 5"}}]}}]}
+    """An agent that only ever waits: the hard stop is the only way it ends.
+
+    Each wait is a different command: Cline ends a run by itself after a few identical calls.
+    """
+    waits = [{"content": f"Still thinking ({n}).", "tool_calls": [{"name": "@shell", "arguments": {"command": f"sleep 4; echo waited {n}"}}]}
+             for n in range(1, 60)]
+    return {"model": "replay-stall", "side_answer": "Windmill Isle", "turns": waits, "final": waits[-1]}
 
 
 @pytest.mark.parametrize("harness_id", HARNESSES)
