@@ -49,10 +49,12 @@ def run_showcase(harness: str, server: ReplayServer, run: Path, *extra: str) -> 
 def stalling_script() -> dict:
     """An agent that only ever waits: the hard stop is the only way it ends.
 
-    Each wait is a different command: Cline ends a run by itself after a few identical calls.
+    The model is the slow one (3 s an answer), so no agent can run through the script fast; each
+    call is a different command: Cline and Qwen Code end a run by themselves after identical calls.
     """
-    waits = [{"content": f"Still thinking ({n}).", "tool_calls": [{"name": "@shell", "arguments": {"command": f"sleep 4; echo waited {n}"}}]}
-             for n in range(1, 60)]
+    waits = [{"content": f"Still thinking ({n}).", "delay_s": 3,
+              "tool_calls": [{"name": "@shell", "arguments": {"command": f"echo waited {n}"}}]}
+             for n in range(1, 200)]
     return {"model": "replay-stall", "side_answer": "Windmill Isle", "turns": waits, "final": waits[-1]}
 
 
