@@ -1,11 +1,16 @@
 """Harness folders: loading, errors a user sees, and launch placeholders."""
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from showcase.errors import UserError
-from showcase.harness import known_harnesses, load_harness, render_launch
+from showcase.harness import (LAUNCH_FILES_ENV, LAUNCHER_IN_IMAGE, demo_script, known_harnesses, load_harness,
+                              render_launch, said_done)
 
 FILES_ONLY = """
 id = "files-only"
@@ -77,3 +82,64 @@ def test_missing_value_and_bad_files_are_user_errors(tmp_path):
     write_harness(tmp_path, "other", "id = 'different'\nversion = '1'\n[launch]\ncommand=['x']\n")
     with pytest.raises(UserError, match="does not match its folder"):
         load_harness("other", root=tmp_path)
+
+
+SHIPPED = {"opencode": "chat", "pi": "chat", "qwen-code": "chat", "codex": "responses", "cline": "chat",
+           "kimi-code": "chat"}
+
+
+def test_npm_harnesses_pin_exact_versions_with_integrity():
+    for harness_id, api in SHIPPED.items():
+        h = load_harness(harness_id)
+        assert h.launch.api == api
+        assert h.install.npm and all(p.integrity.startswith("sha512-") for p in h.install.npm)
+        assert h.install.npm[0].version == h.version  # the version recorded is the one installed
+        assert h.launch.done_json, f"{harness_id} ends by its structured output"
+
+
+def test_npm_specs_must_be_exact_and_pinned(tmp_path):
+    base = 'id = "x"\nversion = "1"\n[launch]\ncommand = ["x"]\n[install]\n'
+    write_harness(tmp_path, "x", base + 'npm = [{ spec = "opencode-ai@^1.0", integrity = "sha512-abc" }]\n')
+    with pytest.raises(UserError, match="not name@exact-version"):
+        load_harness("x", root=tmp_path)
+    write_harness(tmp_path, "y", base.replace('"x"', '"y"') + 'npm = [{ spec = "@scope/pkg@1.2.3", integrity = "sha1-abc" }]\n')
+    with pytest.raises(UserError, match="sha512"):
+        load_harness("y", root=tmp_path)
+
+
+def test_done_is_read_from_the_last_json_line():
+    h = load_harness("cline")
+    ended = b'noise\n{"type":"say","text":"hi"}\n{"ts":"t","type":"run_result","finishReason":"completed"}\n'
+    assert said_done(h, ended)
+    assert not said_done(h, ended + b'{"type":"error","message":"refused"}\n')  # only the LAST event counts
+    assert not said_done(h, b'{"type":"run_result","finishReason":"error"}\n')
+    assert not said_done(h, b"not json at all\n")
+    opencode = load_harness("opencode")  # dotted keys reach into objects
+    assert said_done(opencode, b'{"type":"step_finish","part":{"reason":"stop"}}\n')
+    assert not said_done(opencode, b'{"type":"step_finish","part":{"reason":"tool-calls"}}\n')
+
+
+def test_config_templates_are_filled_and_written_by_the_launcher(tmp_path):
+    h = load_harness("pi")
+    command, env = render_launch(h, model="m1", prompt="build it", base_url="http://127.0.0.1:9/v1", api_key="k-1")
+    assert command[:3] == ["python3", LAUNCHER_IN_IMAGE, "--"] and command[3] == "/opt/harness/npm/bin/pi"
+    assert env["PI_OFFLINE"] == "1"  # quiet switches are part of the environment
+    # Run the real launcher with a local home: it writes the files and execs with stdin closed,
+    # even while the parent keeps a pipe open on the child's stdin.
+    launcher = Path(__file__).resolve().parents[1] / "harness" / "_launcher" / "launch.py"
+    probe = [sys.executable, "-c", "import sys; print('stdin:', repr(sys.stdin.read()))"]
+    proc = subprocess.run([sys.executable, str(launcher), "--", *probe], input="never read", capture_output=True,
+                          text=True, timeout=30, env={**os.environ, "HOME": str(tmp_path), LAUNCH_FILES_ENV: env[LAUNCH_FILES_ENV]})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "stdin: ''"
+    models = json.loads((tmp_path / ".pi/agent/models.json").read_text())
+    provider = models["providers"]["gate"]
+    assert provider["baseUrl"] == "http://127.0.0.1:9/v1" and provider["apiKey"] == "k-1"
+    assert provider["models"][0]["id"] == "m1"
+    assert oct((tmp_path / ".pi/agent/models.json").stat().st_mode & 0o777) == "0o600"  # the key is in it
+
+
+def test_demo_script_is_the_agents_own_or_the_generic_one():
+    demo = Path(__file__).resolve().parents[1] / "tasks" / "voxel" / "demo"
+    assert demo_script(load_harness("mini-swe-agent"), demo).name == "mini-swe-agent.json"
+    assert demo_script(load_harness("opencode"), demo).name == "generic.json"

@@ -187,3 +187,99 @@ def test_script_schema_is_published():
                          capture_output=True, text=True, timeout=60)
     schema = json.loads(out.stdout)
     assert {"model", "turns", "final"} <= set(schema["properties"]) and "ReplayTurn" in schema["$defs"]
+
+
+# Tool schemas as real agents send them (trimmed to what matters): the replay finds the shell or
+# the file writer by its schema, whatever it is called.
+OPENCODE_TOOLS = [
+    {"type": "function", "function": {"name": "read", "parameters": {"type": "object", "properties": {"filePath": {"type": "string"}}}}},
+    {"type": "function", "function": {"name": "write", "parameters": {"type": "object", "properties": {
+        "content": {"type": "string"}, "filePath": {"type": "string"}}, "required": ["content", "filePath"]}}},
+    {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {
+        "command": {"type": "string"}, "timeout": {"type": "number"}, "description": {"type": "string"}},
+        "required": ["command", "description"]}}},
+]
+CODEX_TOOLS = [  # Responses form, an argv shell
+    {"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {
+        "command": {"type": "array", "items": {"type": "string"}}, "workdir": {"type": "string"}}, "required": ["command"]}},
+    {"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}},
+]
+CLINE_TOOLS = [{"type": "function", "function": {"name": "run_commands", "parameters": {"type": "object", "properties": {
+    "commands": {"type": "array", "items": {"type": "string"}}}, "required": ["commands"]}}}]
+WRITER_ONLY = [{"type": "function", "function": {"name": "write_file", "parameters": {"type": "object", "properties": {
+    "file_path": {"type": "string"}, "content": {"type": "string"}}, "required": ["file_path", "content"]}}}]
+
+PAGE = "<!doctype html>\n<p>it's a \"page\" with $HOME, `ticks` and a \\ backslash</p>\n"
+ADAPTIVE = {"model": "replay-generic", "side_answer": "A title",
+            "turns": [{"content": "Writing.", "tool_calls": [{"name": "@write", "arguments": {"path": "game.html", "content": PAGE}}]},
+                      {"content": "DONE"}]}
+
+
+def run_shell_call(name: str, args: dict, cwd) -> None:
+    """Run the command the replay chose exactly as the agent's shell would: bash, in the work folder."""
+    if name == "run_commands":
+        (command,) = args["commands"]
+        argv = ["bash", "-c", command]
+    elif isinstance(args["command"], list):
+        argv = args["command"]
+    else:
+        argv = ["bash", "-c", args["command"]]
+    subprocess.run(argv, cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize("tools", [OPENCODE_TOOLS, CLINE_TOOLS], ids=["opencode", "cline"])
+def test_write_goes_through_the_agents_own_shell_and_makes_the_exact_page(tmp_path, tools):
+    with ReplayServer(ADAPTIVE) as server:
+        c = client(server)
+        title = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "name this session"}])
+        first = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}], tools=tools)
+        assert server.replayer.index == 1  # the title request did not move the script on
+    assert title.choices[0].message.content == "A title"
+    call = first.choices[0].message.tool_calls[0]
+    args = json.loads(call.function.arguments)
+    assert call.function.name in ("bash", "run_commands")
+    if call.function.name == "bash":
+        assert isinstance(args["description"], str) and args["description"]  # a required argument got a value
+    run_shell_call(call.function.name, args, tmp_path)
+    assert (tmp_path / "game.html").read_text() == PAGE
+    assert not (tmp_path / "game.html.part").exists()  # written aside, then renamed: only whole versions
+
+
+def test_without_a_shell_the_file_writer_is_used():
+    with ReplayServer(ADAPTIVE) as server:
+        answer = client(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}],
+                                                        tools=WRITER_ONLY)
+    call = answer.choices[0].message.tool_calls[0]
+    assert call.function.name == "write_file"
+    assert json.loads(call.function.arguments) == {"file_path": "game.html", "content": PAGE}
+
+
+def test_a_request_with_no_usable_tool_gets_a_clear_error():
+    tools = [{"type": "function", "function": {"name": "think", "parameters": {"type": "object", "properties": {"thought": {"type": "string"}}}}}]
+    with ReplayServer(ADAPTIVE) as server:
+        with pytest.raises(openai.BadRequestError, match="neither a shell nor a file-writing tool.*think"):
+            client(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}], tools=tools)
+
+
+def test_responses_api_not_streamed_and_streamed(tmp_path):
+    with ReplayServer(ADAPTIVE) as server:
+        c = client(server)
+        first = c.responses.create(model="m", input=[{"role": "developer", "content": "be brief"},
+                                                     {"role": "user", "content": "go"}], tools=CODEX_TOOLS, store=False)
+        with c.responses.stream(model="m", input="go on", tools=CODEX_TOOLS) as stream:
+            kinds = [event.type for event in stream]
+            final = stream.get_final_response()
+        after = c.responses.create(model="m", input="more?", tools=CODEX_TOOLS)
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert first.output[0].type == "message" and first.output_text == "Writing."
+    assert len(calls) == 1 and calls[0].name == "shell" and calls[0].call_id
+    argv = json.loads(calls[0].arguments)["command"]
+    assert argv[:2] == ["bash", "-lc"]
+    subprocess.run(argv, cwd=tmp_path, check=True, capture_output=True, timeout=30)
+    assert (tmp_path / "game.html").read_text() == PAGE
+    assert first.usage.input_tokens > 0 and first.usage.output_tokens > 0
+    # Streamed: the events the SDK assembles, ending with response.completed; the script's last turn.
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert "response.output_text.delta" in kinds
+    assert final.output_text == "DONE" and not [i for i in final.output if i.type == "function_call"]
+    assert after.output_text == "DONE"  # exhausted: the final turn

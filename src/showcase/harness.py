@@ -38,6 +38,10 @@ class HarnessInstall(BaseModel):
         "image at /opt/harness/npm, where `npm rebuild` runs their install scripts with no network "
         "(bins: /opt/harness/npm/bin)",
     )
+    npm_scripts: bool = Field(
+        True, description="run the npm packages' install scripts in the image build (off for a package whose "
+        "script would compile native code or download, when the agent works without it)",
+    )
     run: list[str] = Field(
         default_factory=list,
         description="shell lines run as root during the image build, with no network (after the npm install)",

@@ -177,7 +177,7 @@ def find_shell_tool(tools: list[tuple[str, dict]]) -> tuple[str, str, dict] | No
     """(tool name, its command property, schema) of the offered shell, if any."""
     found = []
     for name, schema in tools:
-        for key in ("command", "cmd"):
+        for key in ("command", "cmd", "commands"):
             if key in _props(schema):
                 rank = 0 if any(w in name.lower() for w in _SHELL_WORDS) else 1
                 found.append((rank, len(_props(schema)), name, key, schema))
@@ -253,7 +253,10 @@ def adapt_call(call: ReplayToolCall, tools: list[tuple[str, dict]]) -> ReplayToo
         command, what = str(args.get("command", "")), "Run a command"
     name, key, schema = shell
     spec = _props(schema).get(key) or {}
-    value: Any = ["bash", "-lc", command] if spec.get("type") == "array" else command
+    if spec.get("type") == "array":  # an argv (Codex's shell) or a list of commands (Cline's run_commands)
+        value: Any = [command] if key == "commands" else ["bash", "-lc", command]
+    else:
+        value = command
     return ReplayToolCall(name=name, arguments=_fill_required(schema, {key: value}, what), id=call.id)
 
 

@@ -86,10 +86,11 @@ RUN set -e; ln -sf /opt/node/bin/node /usr/local/bin/node; \\
     printf '#!/bin/sh\\nexec /opt/node/bin/node /opt/node/npm/bin/npm-cli.js "$@"\\n' > /usr/local/bin/npm; \\
     printf '#!/bin/sh\\nexec /opt/node/bin/node /opt/node/npm/bin/npx-cli.js "$@"\\n' > /usr/local/bin/npx; \\
     chmod 755 /usr/local/bin/npm /usr/local/bin/npx; \\
+    ln -sf /opt/tools/shot.sh /usr/local/bin/shot.sh; \\
     test "$(/usr/local/bin/node --version)" = "v{node_version}"
 COPY launch.py /opt/showcase/launch.py
-COPY harness/ /opt/harness/
 {npm}
+COPY harness/ /opt/harness/
 {run}
 ENV HOME=/home/agent
 WORKDIR /work
@@ -402,11 +403,15 @@ def ensure_npm_tree(harness: Harness, progress: Progress = None) -> Path | None:
     return home
 
 
-def _npm_recipe(npm_tree: Path | None) -> str:
+def _npm_recipe(npm_tree: Path | None, scripts: bool = True) -> str:
     if npm_tree is None:
         return ""
+    if not scripts:
+        return "COPY npm/ /opt/harness/npm/\nRUN ln -s node_modules/.bin /opt/harness/npm/bin"
     # Install scripts run here, sealed (the build has no network), by Node 24 as the agent will be.
-    return ("RUN set -e; cd /opt/harness/npm; \\\n"
+    # Before the rest of the harness folder: a change of its launch flags reuses this layer.
+    return ("COPY npm/ /opt/harness/npm/\n"
+            "RUN set -e; cd /opt/harness/npm; \\\n"
             "    npm rebuild --offline --no-audit --no-fund --loglevel=error --cache /tmp/npm-cache; \\\n"
             "    rm -rf /tmp/npm-cache; ln -s node_modules/.bin /opt/harness/npm/bin")
 
@@ -435,7 +440,7 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
     node = ensure_node(progress)
     npm_tree = ensure_npm_tree(harness, progress) if harness else None
     dockerfile = DOCKERFILE.format(base=base_id, uid=AGENT_UID, run=_layer_recipe(harness),
-                                   npm=_npm_recipe(npm_tree), node_version=NODE.version)
+                                   npm=_npm_recipe(npm_tree, harness.install.npm_scripts if harness else True), node_version=NODE.version)
     digest = _sha({
         "recipe": LAYER_RECIPE, "base": base_id, "dockerfile": dockerfile,
         "harness": _tree_digest(harness.dir) if harness else [],
@@ -462,7 +467,7 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
         if wheels:
             shutil.copytree(wheels, target / "wheels", ignore=shutil.ignore_patterns(".complete"))
         if npm_tree:
-            shutil.copytree(npm_tree / "stage", target / "npm", symlinks=True)
+            shutil.copytree(npm_tree / "stage", context / "npm", symlinks=True)
         shutil.copytree(node, context / "node", ignore=shutil.ignore_patterns(".complete"))
         shutil.copy2(LAUNCHER, context / "launch.py")
         _readable_by_all(context)  # COPY keeps modes; the sandbox user must read /opt/harness
