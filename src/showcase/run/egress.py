@@ -163,7 +163,7 @@ class EgressWatch:
             target.append(value)
 
     def _loop(self) -> None:
-        sniffer, stubs = self._socks[0], self._socks[1:]
+        stubs = self._socks[1:]  # [0] is the packet sniffer
         while not self._stop.is_set():
             try:
                 ready, _, _ = select.select(self._socks, [], [], 0.2)
