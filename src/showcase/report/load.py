@@ -27,7 +27,7 @@ RUN_FILES = (
     "final-choice.json",
 )
 
-# The ten items of spec/browser-check.md, used when check.json gives no name for an item.
+# The ten items of checks/rubric.toml, used when check.json gives no name for an item.
 ITEM_NAMES = {
     "1": "loads",
     "2": "ready",
@@ -524,7 +524,7 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 
 
 def compose_run_sentence(run: RunView) -> str:
-    """The sentences of spec/run-artefacts.md, from whatever figures the run recorded."""
+    """The sentences of the README's "The files of a run", from whatever figures the run recorded."""
     ri = run.run_info or {}
     parts = []
     m = run.minutes

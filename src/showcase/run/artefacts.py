@@ -1,4 +1,4 @@
-"""The files one run leaves (spec/run-artefacts.md), one pydantic model each.
+"""The files one run leaves (the README's "The files of a run"), one pydantic model each.
 
 Every field has a description: `showcase schema NAME` publishes the JSON schema built from
 these models, and users compare runs by reading these files.

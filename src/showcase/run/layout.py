@@ -1,4 +1,4 @@
-"""Where each file of a run lives (spec/run-artefacts.md). One place, so run, finalize and report agree."""
+"""Where each file of a run lives (the README's "The files of a run"). One place, so run, finalize and report agree."""
 
 from dataclasses import dataclass
 from pathlib import Path

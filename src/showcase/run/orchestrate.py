@@ -187,7 +187,7 @@ def _quick_check_dict(npm_dir: Path | None):
 
 
 def execute_run(opts: RunOptions, say: Progress = print) -> Path:
-    """Run the task once, sealed, and leave every file of spec/run-artefacts.md in opts.out."""
+    """Run the task once, sealed, and leave every file of the README's "The files of a run" in opts.out."""
     from showcase.gate.app import create_gate
     from showcase.gate.config import GateConfig
     from showcase.gate.server import GateServer

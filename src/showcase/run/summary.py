@@ -1,4 +1,4 @@
-"""The run in plain English: the sentences a reader sees first (spec/run-artefacts.md), e.g.
+"""The run in plain English: the sentences a reader sees first (the README's "The files of a run"), e.g.
 
 "The agent ran 92.3 minutes, one try, no help; the finish-now message (from 90 minutes) was
 sent 4 times, the first at 90.3 minutes. 92 requests, no error, none blocked, none shortened
