@@ -22,9 +22,23 @@ from showcase.report.load import load_run
 STEP_S = 30.0  # bound on every single browser call (the machine is shared: generous)
 
 
+def open_to_others(folder: Path) -> Path:
+    folder.chmod(folder.stat().st_mode | 0o055)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def readable_by_the_browser(tmp_path_factory, tmp_path):
+    """The checker's Chromium runs as its own unprivileged user (docs/boundary.md), as a reader's
+    browser is not root either: pytest's folders (0700, root's) are opened up to it for reading."""
+    base = tmp_path_factory.getbasetemp()
+    for folder in (base.parent, base, tmp_path):
+        open_to_others(folder)
+
+
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory) -> Path:
-    return make_clip(tmp_path_factory.mktemp("clip") / "clip.mp4")
+    return make_clip(open_to_others(tmp_path_factory.mktemp("clip")) / "clip.mp4")
 
 
 class Visit:
