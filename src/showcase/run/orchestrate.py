@@ -548,8 +548,6 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     sweep_leftovers(None, say)
     events = read_events(layout)
     start = next((e for e in events if e.event == "run_started"), None)
-    agent_start = next((e for e in events if e.event == "agent_started"), None)
-    start_epoch = agent_start.detail.get("start_epoch") if agent_start else None
     terminate_torn_line(layout.events_log)
     log = EventLog(layout.events_log, time.monotonic())  # finalize's own events count from its start
     interrupted = not any(e.event == "sandbox_removed" for e in events)
