@@ -430,28 +430,29 @@ def create_app(replayer: Replayer) -> Starlette:
             {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "showcase-replay"}]}
         )
 
-    async def responses(request: Request):
+    async def next_turn(request: Request) -> tuple[dict, ReplayTurn, JSONResponse | None]:
+        """The request's body, the turn that answers it (after its pace), and its replayed error if any."""
         body = await _read_body(request)
         turn = replayer.next_turn(body, dict(request.headers))
         delay = turn.delay_s or replayer.pace_s
         if delay:
             await asyncio.sleep(delay)
-        if turn.http_status:
-            message = turn.content or f"replayed error {turn.http_status}"
-            return JSONResponse({"error": {"message": message, "type": "replay_error", "code": turn.http_status}},
-                                status_code=turn.http_status)
+        if not turn.http_status:
+            return body, turn, None
+        message = turn.content or f"replayed error {turn.http_status}"
+        return body, turn, JSONResponse({"error": {"message": message, "type": "replay_error", "code": turn.http_status}},
+                                        status_code=turn.http_status)
+
+    async def responses(request: Request):
+        body, turn, error = await next_turn(request)
+        if error is not None:
+            return error
         return _responses_answer(turn, body, body.get("model") or model_name)
 
     async def completions(request: Request):
-        body = await _read_body(request)
-        turn = replayer.next_turn(body, dict(request.headers))
-        delay = turn.delay_s or replayer.pace_s
-        if delay:
-            await asyncio.sleep(delay)
-        if turn.http_status:
-            message = turn.content or f"replayed error {turn.http_status}"
-            return JSONResponse({"error": {"message": message, "type": "replay_error", "code": turn.http_status}},
-                                status_code=turn.http_status)
+        body, turn, error = await next_turn(request)
+        if error is not None:
+            return error
         tool_calls = _tool_calls_json(turn)
         usage = _usage(turn, body, tool_calls)
         finish = "tool_calls" if tool_calls else "stop"

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import base64
@@ -251,6 +252,25 @@ def _tree_digest(folder: Path) -> list[list]:
     return out
 
 
+@contextmanager
+def _filled_whole(home: Path, manifest: list[str]):
+    """A cache folder filled in a temporary sibling and moved into place whole, marked complete
+    with its manifest: a crash or a failure leaves no half-made folder; if another build finished
+    first, theirs is kept."""
+    home.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{home.name}-", dir=home.parent))
+    try:
+        yield partial
+        (partial / ".complete").write_text(json.dumps(manifest))
+        if home.exists():
+            shutil.rmtree(partial)
+        else:
+            os.replace(partial, home)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
 def ensure_wheelhouse(harness: Harness, progress: Progress = None) -> Path | None:
     """The harness's wheels, downloaded on the host once per requirement list (cached by hash)."""
     specs = harness.install.pip_download
@@ -260,23 +280,13 @@ def ensure_wheelhouse(harness: Harness, progress: Progress = None) -> Path | Non
     house = cache_dir() / "wheels" / key
     if (house / ".complete").is_file():
         return house
-    house.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=house.parent))
     logs = cache_dir() / "logs"
-    logs.mkdir(exist_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
     _say(progress, f"wheels: pip download {' '.join(specs)}")
-    try:
+    with _filled_whole(house, specs) as partial:
         _run_logged([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
                      "--python-version", WHEEL_PYTHON, "--implementation", "cp", "--dest", str(partial), *specs],
                     logs / f"wheels-{key}.log", PIP_TIMEOUT_S, progress, "wheels")
-        (partial / ".complete").write_text(json.dumps(specs))
-        if house.exists():  # another build finished first; keep theirs
-            shutil.rmtree(partial)
-        else:
-            os.replace(partial, house)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return house
 
 
@@ -334,9 +344,7 @@ def ensure_node(progress: Progress = None) -> Path:
     home = cache_dir() / "node" / key
     if (home / ".complete").is_file():
         return home
-    home.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=home.parent))
-    try:
+    with _filled_whole(home, [NODE.spec, NPM.spec]) as partial:
         packs = partial / "packs"
         packs.mkdir()
         tree = partial / "tree"
@@ -347,14 +355,6 @@ def ensure_node(progress: Progress = None) -> Path:
         for child in tree.iterdir():
             os.replace(child, partial / child.name)
         tree.rmdir()
-        (partial / ".complete").write_text(json.dumps([NODE.spec, NPM.spec]))
-        if home.exists():
-            shutil.rmtree(partial)
-        else:
-            os.replace(partial, home)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return home
 
 
@@ -372,15 +372,13 @@ def ensure_npm_tree(harness: Harness, progress: Progress = None) -> Path | None:
     home = cache_dir() / "npm" / key
     if (home / ".complete").is_file():
         return home
-    home.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=home.parent))
     logs = cache_dir() / "logs"
-    logs.mkdir(exist_ok=True)
-    stage = partial / "stage"
-    stage.mkdir()
-    (stage / "package.json").write_text(json.dumps({"name": f"showcase-harness-{harness.id}", "private": True}))
+    logs.mkdir(parents=True, exist_ok=True)
     _say(progress, f"npm: resolving {' '.join(p.spec for p in pkgs)} into an offline cache")
-    try:
+    with _filled_whole(home, [p.spec for p in pkgs]) as partial:
+        stage = partial / "stage"
+        stage.mkdir()
+        (stage / "package.json").write_text(json.dumps({"name": f"showcase-harness-{harness.id}", "private": True}))
         _run_logged([_npm_host(), "install", "--prefix", str(stage), "--cache", str(partial / "cache"),
                      "--ignore-scripts", "--save-exact", "--no-audit", "--no-fund", "--loglevel=error",
                      *(p.spec for p in pkgs)],
@@ -392,14 +390,6 @@ def ensure_npm_tree(harness: Harness, progress: Progress = None) -> Path | None:
                 raise InfraError(f"{pkg.spec}: the registry's package ({entry.get('version')}, "
                                  f"{str(entry.get('integrity'))[:24]}...) is not the pinned one; refusing it")
         shutil.rmtree(partial / "cache", ignore_errors=True)  # the tree is what goes into the image
-        (partial / ".complete").write_text(json.dumps([p.spec for p in pkgs]))
-        if home.exists():
-            shutil.rmtree(partial)
-        else:
-            os.replace(partial, home)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return home
 
 
