@@ -469,3 +469,24 @@ def test_refusals_are_recorded_once_each_and_bounded(tmp_path):
     assert len(events) == MAX_REFUSALS + 1
     assert "more entries were refused" in events[-1].detail["text"]
     assert layout.events_log.stat().st_size < 100 * 1024
+
+
+def test_shot_reads_no_more_than_a_small_request(shot_server):
+    """shot.sh sends a file name: a 256 MiB body is answered 413 once past the cap and never held."""
+    import resource
+
+    from showcase.run.shot import MAX_REQUEST_BYTES
+
+    work, url, _ = shot_server
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
+
+    def endless():
+        for _ in range(4096):
+            yield b" " * 65536
+
+    answer = httpx.post(url, content=endless(), timeout=120)
+    assert answer.status_code == 413 and "request over" in answer.json()["error"]["message"]
+    grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10) - peak_before
+    assert grew < 64 << 20, f"the endpoint held the body ({grew >> 20} MiB more at peak)"
+    assert MAX_REQUEST_BYTES <= 1 << 20
+    assert not (work / "shots").exists()

@@ -7,6 +7,7 @@ folder, writes the screenshot into /work/shots/ and answers with what it saw.
 
 import asyncio
 import itertools
+import json
 import tempfile
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -44,6 +45,9 @@ sys.exit(0 if r["loads"] else 1)
 '
 """
 
+# shot.sh sends {"file": NAME}: anything longer is not shot.sh, and the host reads no more of it.
+MAX_REQUEST_BYTES = 64 * 1024
+
 # (html bytes, screenshot path) -> the quick check's result as a JSON-able dict
 LoadCheck = Callable[[bytes, Path], Awaitable[dict]]
 
@@ -76,8 +80,14 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
         return JSONResponse({"error": {"message": message}}, status_code=status)
 
     async def shot(request: Request) -> JSONResponse:
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_REQUEST_BYTES:
+                return JSONResponse({"error": {"message": f"request over {MAX_REQUEST_BYTES} bytes: send {{\"file\": NAME}}"}},
+                                    status_code=413)
         try:
-            name = str((await request.json()).get("file") or "game.html")
+            name = str(json.loads(body).get("file") or "game.html")
         except Exception:
             name = "game.html"
         rel = name.removeprefix("/work/").lstrip("/")
