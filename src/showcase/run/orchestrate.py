@@ -425,7 +425,10 @@ def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layou
     while True:
         elapsed = time.monotonic() - t0
         info = sandbox.wait(timeout_s=max(0.05, min(POLL_S, limit_s - elapsed)))
-        if info.how != "running":
+        elapsed = time.monotonic() - t0
+        # The gate refuses every request from limit_s on by its own clock (the same t0): an agent
+        # that exits on that refusal, before this loop kills it, was still stopped by the hard stop.
+        if info.how != "running" and elapsed < limit_s:
             if info.oom_killed or info.how == "oom":
                 how = "oom"
             elif info.exit_code == 0:
