@@ -22,6 +22,8 @@
   const debug = console.debug;
   const con = console;
   const freeze = Object.freeze;
+  const Prom = Promise;
+  const setTimer = window.setTimeout;
   const clock = () => apply(now, perf, []);
   const sc = {
     ticks: 0,             // frames of the browser's animation loop (our own requestAnimationFrame)
@@ -55,6 +57,7 @@
     }
     sc.cur = { draws: 0, parts: 0, triangles: 0 };
     apply(raf, window, [tick]);
+    sc.poll();
   };
   apply(raf, window, [tick]);
 
@@ -135,6 +138,7 @@
     if (camera !== sc.mainCamera) return;
     const pose = poseOf(camera.matrixWorld);
     pose.lens = lensOf(camera);
+    pose.t = clock();
     sc.lastPose = pose;
     const w = sc.win;
     if (!w) return;
@@ -216,8 +220,48 @@
       signed_zoom: w.ref && sc.lastPose ? (dist(sc.lastPose.p, sc.center) - dist(w.ref.p, sc.center)) / w.scale
         + (w.ref.lens > 0 && sc.lastPose.lens > 0 ? Math.log(sc.lastPose.lens / w.ref.lens) : 0) : 0,
       signed_yaw: w.ref && sc.lastPose ? yawDelta(w.ref, sc.lastPose) : 0,
+      // Page times (s) of the two poses the signed figures compare: rates of the page's own
+      // motion are taken over the frames actually rendered, not over our calls.
+      pose_t0: w.ref ? w.ref.t / 1000 : null,
+      pose_t1: w.ref && sc.lastPose ? sc.lastPose.t / 1000 : null,
     };
   };
+
+  // Wait in the page, not by polling it (at 1 fps every call waits for a frame): resolves at the
+  // first of our own frames (or timer) when the window has lasted minMs and shown minFrames
+  // frames in which the page drew, or has lasted minMs without any drawn frame for at least 1 s
+  // (a page that does not draw gets no extension), or has lasted maxMs. With `next` the window
+  // read is closed and the next one opened in the same moment, so control steps follow each
+  // other without a gap and without an extra call.
+  sc.waiters = [];
+  sc.poll = () => {
+    if (!sc.waiters.length) return;
+    const keep = [];
+    for (const wt of sc.waiters) { if (!wt()) keep.push(wt); }
+    sc.waiters = keep;
+  };
+  // With `fromNow`, minFrames count only frames drawn wholly after this call (a control step:
+  // after its input was handled), not those since the window opened.
+  sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow) => new Prom((resolve) => {
+    const w = sc.win;
+    if (!w) { resolve(null); return; }
+    const base = fromNow ? sc.frames + (sc.cur.draws > 0 ? 1 : 0) : w.frames0;
+    let done = false;
+    const check = () => {
+      if (done) return true;
+      const el = clock() - w.t0, f = sc.frames - base;
+      if (!((el >= minMs && (f >= minFrames || (sc.frames === w.frames0 && el >= (minMs > 1000 ? minMs : 1000)))) || el >= maxMs)) return false;
+      done = true;
+      const out = sc.readWindow();
+      if (next) { try { sc.attach(); } catch (e) { /* a broken scene only costs the camera */ } sc.startWindow(); }
+      resolve(out);
+      return true;
+    };
+    if (check()) return;
+    sc.waiters.push(check);
+    const el = clock() - w.t0;
+    for (const at of [minMs, (minMs > 1000 ? minMs : 1000), maxMs]) if (at > el) apply(setTimer, window, [() => { if (check()) sc.poll(); }, at - el + 1]);
+  });
 
   // --- the world: parts and triangles from the scene graph ---
   const isVisible = (o) => {
@@ -370,6 +414,7 @@
     attach: () => sc.attach(),
     startWindow: () => sc.startWindow(),
     readWindow: () => sc.readWindow(),
+    waitFrames: (minFrames, minMs, maxMs, next, fromNow) => sc.waitFrames(minFrames, minMs, maxMs, !!next, !!fromNow),
     frames: () => ({ frames: sc.frames, ticks: sc.ticks }),
     snapshot: () => sc.snapshot(),
     compare: (i, j) => sc.compare(i, j),

@@ -69,6 +69,7 @@ class _Measure:
         self.prev: Shot | None = None
         self.last_read: dict | None = None
         self.boxes: list = []
+        self.frame_s: float | None = None  # seconds per drawn frame, from the last tour window
 
     def mask(self) -> np.ndarray | None:
         """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
@@ -92,6 +93,8 @@ class _Measure:
             await asyncio.sleep(min(wait, 1.0))
             if wait > 1.0:
                 self.last_read = await self._read(read, what)
+        if self.last_read is not None and self.last_read["frames"] >= min_frames and time.monotonic() - t0 >= min_s - 0.5:
+            return self.last_read  # read within the last half second with frames enough: no extra frame-bound call
         while True:
             got = self.last_read = await self._read(read, what)
             frames = got["frames"]
@@ -119,7 +122,7 @@ class _Measure:
         t0 = await self.start_window()
         self.last_read = None
         try:
-            await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0,
+            await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.window_bound(index), t0,
                                    "this.readWindow()", "reading a measuring window")
         except StopMeasuring:
             # What the window showed before the page left or froze still counts (scoring passes
@@ -137,6 +140,8 @@ class _Measure:
         if not isinstance(got, dict) or not isinstance(got.get("win"), dict):
             await self.bp.garbled("reading a measuring window", got)
         self.m.observed_s += time.monotonic() - t0
+        if got["win"].get("frames"):
+            self.frame_s = got["win"]["seconds"] / got["win"]["frames"]
         self.m.webgl_contexts, self.m.canvas2d_contexts = got["ctx"]["webgl"], got["ctx"]["c2d"]
         self.boxes = got.get("boxes") or []
         win = got["win"]
@@ -145,39 +150,74 @@ class _Measure:
         self.prev = shot
         return win, got
 
-    async def step(self, name: str, action) -> dict:
-        """One control step: optional input, then at least step_s and step_min_frames; change vs the last screenshot."""
-        t0 = await self.start_window()
-        if action is not None:
-            await action()
-        win, shot = await _both(
-            self.wait_frames(self.t.step_s, self.t.step_min_frames, self.t.step_max_s, t0,
-                             "this.readWindow()", f"reading the {name} step"),
-            self._shot_after(t0 + self.t.step_s),
-        )
-        self.m.observed_s += time.monotonic() - t0
-        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["10"]["pixel_tolerance"], self.mask()), 4)
-        self.prev = shot
-        return win
+    # --- the plan: windows and steps counted in frames, bounded in seconds, the sum inside the bound ---
+    STEPS = 6
 
-    async def _shot_after(self, at: float) -> Shot:
-        await asyncio.sleep(max(0.0, at - time.monotonic()))
-        return await self.shot()
+    def step_need_s(self) -> float:
+        """What one control step needs at the page's frame rate: its input handled, its frames, a screenshot."""
+        return max(self.t.step_s, (self.t.step_min_frames + 2) * (self.frame_s or 0.5))
+
+    def window_bound(self, index: int) -> float:
+        """A tour window may be extended for frames only as far as leaves the rest its time."""
+        rest = self.STEPS * self.step_need_s() + (self.t.window_s + 2 * (self.frame_s or 0.5) if index == 1 else 0) + 2
+        return max(self.t.window_s, min(self.t.window_max_s, self.bp.remaining() - rest))
+
+    def step_bound(self, steps_left: int) -> float:
+        return max(self.t.step_s, min(self.t.step_max_s, (self.bp.remaining() - 1) / steps_left - 2 * (self.frame_s or 0.5)))
+
+    async def controls(self) -> None:
+        """Six chained steps: baseline, wheel in, wheel out, baseline, drag, drag back.
+
+        Each input is followed by its reverse: a page's own motion (a zooming or turning tour)
+        moves the same way in both, an answer changes sign with the input. The baseline after the
+        wheel is also the one before the drag. A step ends in the page (one awaited call that also
+        opens the next window), then its screenshot is taken, then the next input is sent: at 1 fps
+        each call into the page waits for a frame, so a step costs its frames and little else.
+        The first window was opened by the caller.
+        """
+        t, spec = self.t, self.r.items["10"]
+        plan = [("baseline before wheel", None), ("wheel", lambda: self.wheel(1)), ("wheel back", lambda: self.wheel(-1)),
+                ("baseline before drag", None), ("drag", lambda: self.drag(1)), ("drag back", lambda: self.drag(-1))]
+        t0 = time.monotonic()
+        for i, (name, action) in enumerate(plan):
+            if action is not None:
+                await action()
+            bound = self.step_bound(len(plan) - i)
+            more = "true" if i < len(plan) - 1 else "false"
+            after_input = "true" if action is not None else "false"
+            what = f"reading the {name} step"
+            got = await self.bp.probe(
+                f"this.waitFrames({int(t.step_min_frames)}, {t.step_s * 1000:.0f}, {bound * 1000:.0f}, {more}, {after_input})",
+                what, wait_s=bound)
+            if not isinstance(got, dict) or not isinstance(got.get("frames"), (int, float)):
+                await self.bp.garbled(what, got)
+            now = time.monotonic()
+            self.m.observed_s += now - t0
+            t0 = now
+            shot = await self.shot()
+            got["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, spec["pixel_tolerance"], self.mask()), 4)
+            self.prev = shot
+            self.m.steps[name] = got
 
     async def wheel(self, sign: int) -> None:
         spec = self.r.items["10"]
-        for _ in range(int(spec["wheel_notches"])):
-            await self.bp.call("mouse wheel", lambda: self.bp.page.mouse.wheel(0, sign * spec["wheel_delta"]))
+        cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
+        notch = {"type": "mouseWheel", "x": cx, "y": cy, "deltaX": 0, "deltaY": sign * spec["wheel_delta"]}
+        await self.bp.mouse("mouse wheel", [notch] * int(spec["wheel_notches"]))
 
     async def drag(self, sign: int) -> None:
         """From the centre `sign` times (drag_dx, drag_dy) and release; the pointer then rests at the centre."""
         spec = self.r.items["10"]
         cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-        mouse = self.bp.page.mouse
-        await self.bp.call("mouse down", lambda: mouse.down())
-        await self.bp.call("mouse drag", lambda: mouse.move(cx + sign * spec["drag_dx"], cy + sign * spec["drag_dy"], steps=int(spec["drag_moves"])))
-        await self.bp.call("mouse up", lambda: mouse.up())
-        await self.bp.call("mouse move", lambda: mouse.move(cx, cy))
+        n = int(spec["drag_moves"])
+        left = {"button": "left", "buttons": 1}
+        events = [{"type": "mousePressed", "x": cx, "y": cy, "clickCount": 1, **left}]
+        events += [{"type": "mouseMoved", "x": cx + sign * spec["drag_dx"] * k / n, "y": cy + sign * spec["drag_dy"] * k / n, **left}
+                   for k in range(1, n + 1)]
+        end = (cx + sign * spec["drag_dx"], cy + sign * spec["drag_dy"])
+        events += [{"type": "mouseReleased", "x": end[0], "y": end[1], "button": "left", "buttons": 0, "clickCount": 1},
+                   {"type": "mouseMoved", "x": cx, "y": cy, "button": "none", "buttons": 0}]
+        await self.bp.mouse("mouse drag", events)
 
     async def run(self) -> Measurements:
         m, bp, t = self.m, self.bp, self.t
@@ -226,7 +266,7 @@ class _Measure:
             win, _ = await self.window(2)
             m.windows.append(win)
             after = await bp.probe(
-                "({world: this.world(), pairs: [this.compare(0, 1), this.compare(1, 2)]})",
+                "({world: this.world(), pairs: [this.compare(0, 1), this.compare(1, 2)], start: (this.attach(), this.startWindow())})",
                 "counting the world and what moved in it",
             )
             if not isinstance(after, dict) or not isinstance(after.get("world"), dict):
@@ -234,14 +274,7 @@ class _Measure:
             m.world = _larger_world(m.world, after["world"])
             m.animation = _max_counts([p for p in after["pairs"] if p])
             mark("controls")
-            # Each input and its reverse: a page's own motion (a zooming or turning tour) moves the
-            # same way in both steps, an answer to the input changes sign with it.
-            m.steps["baseline before wheel"] = await self.step("baseline before wheel", None)
-            m.steps["wheel"] = await self.step("wheel", lambda: self.wheel(1))
-            m.steps["wheel back"] = await self.step("wheel back", lambda: self.wheel(-1))
-            m.steps["baseline before drag"] = await self.step("baseline before drag", None)
-            m.steps["drag"] = await self.step("drag", lambda: self.drag(1))
-            m.steps["drag back"] = await self.step("drag back", lambda: self.drag(-1))
+            await self.controls()
             mark("done")
         except StopMeasuring as stop:
             m.stopped, m.stopped_phase = str(stop), phase

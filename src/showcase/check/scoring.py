@@ -236,36 +236,52 @@ class _Scorer:
         return self.item("9", 0, figs, f"only {share:.2%} of pixels changed without input (pixel fallback, no window.scene)")
 
     # --- 10: controls ---
-    def _pixels_answer(self, step: dict, base: dict) -> bool:
+    def _pixels_answer(self, step: dict, bases: list[dict]) -> bool:
+        """The step's changed pixels beat every baseline's (scaled up to the step's duration)."""
         spec = self.r.items["10"]
-        scale = max(1.0, step["seconds"] / base["seconds"]) if base["seconds"] > 0 else 1.0
-        return step["pixel_share"] >= base["pixel_share"] * scale * spec["ratio"] + spec["margin_pixel_share"]
+        need = 0.0
+        for base in bases:
+            scale = max(1.0, step["seconds"] / base["seconds"]) if base["seconds"] > 0 else 1.0
+            need = max(need, base["pixel_share"] * scale)
+        return step["pixel_share"] >= need * spec["ratio"] + spec["margin_pixel_share"]
 
-    def _answers(self, kind: str, fwd: dict, back: dict, base: dict, camera: bool) -> tuple[bool, dict]:
+    def _answers(self, kind: str, fwd: dict, back: dict, bases: list[dict], camera: bool) -> tuple[bool, dict]:
         """Does the input and its reverse answer beyond what the page does on its own?
 
         With a camera: the signed change (wheel: zoom, negative is closer; drag: the view's yaw)
-        of the reverse step minus that of the input step. The page's own motion (a zooming or
-        turning tour) moves both steps alike and cancels; an answer flips sign with the input.
-        Without one: each step's changed pixels beat the baseline's. Either way both steps'
-        pictures must change (min_visible_share outside the page's text).
+        of the reverse step minus that of the input step, each less the page's own motion over
+        that step: the rate its camera moved at in the baselines (right before; for the wheel
+        also right after, the rate taken as changing linearly in between), over the frames the
+        step rendered. A tour that zooms or turns on its own, even one that speeds up, turns
+        round or is drawn at an uneven frame rate, moves both steps alike and cancels; an answer
+        flips sign with the input. Without a camera: each step's changed pixels beat the
+        baselines'. Either way both steps' pictures must change (min_visible_share outside the
+        page's text).
         """
         spec = self.r.items["10"]
+        base = bases[0]
         seen = min(fwd["pixel_share"], back["pixel_share"]) >= spec["min_visible_share"]
         figs = {
             "seconds": round(fwd["seconds"] + back["seconds"], 2), "baseline_seconds": round(base["seconds"], 2),
-            "pixel_share": fwd["pixel_share"], "back_pixel_share": back["pixel_share"], "baseline_pixel_share": base["pixel_share"],
+            "pixel_share": fwd["pixel_share"], "back_pixel_share": back["pixel_share"],
+            "baseline_pixel_share": max(b["pixel_share"] for b in bases),
         }
-        ok = self._pixels_answer(fwd, base) and self._pixels_answer(back, base)
-        if camera and kind == "wheel":
-            d = back.get("signed_zoom", 0.0) - fwd.get("signed_zoom", 0.0)  # in, then out: > 0
-            figs.update(zoom_in=round(fwd.get("signed_zoom", 0.0), 4), zoom_out=round(back.get("signed_zoom", 0.0), 4),
-                        baseline_zoom=round(base.get("signed_zoom", 0.0), 4), zoom_response=round(d, 4))
-            ok = ok or d >= 2 * spec["margin_zoom"]
-        elif camera:
-            d = back.get("signed_yaw", 0.0) - fwd.get("signed_yaw", 0.0)  # one way, then back: either sign
-            figs.update(yaw=round(fwd.get("signed_yaw", 0.0), 2), yaw_back=round(back.get("signed_yaw", 0.0), 2),
-                        baseline_yaw=round(base.get("signed_yaw", 0.0), 2), yaw_response=round(abs(d), 2))
+        ok = self._pixels_answer(fwd, bases) and self._pixels_answer(back, bases)
+        key = "signed_zoom" if kind == "wheel" else "signed_yaw"
+        (own_fwd, unc_fwd), (own_back, unc_back) = _own_motion(key, fwd, bases), _own_motion(key, back, bases)
+        d = (back.get(key, 0.0) - own_back) - (fwd.get(key, 0.0) - own_fwd)
+        if camera and kind == "wheel":  # in, then out: > 0
+            # How far a straight-line guess of the page's own zoom rate can be off (half its change
+            # between the baselines, over the steps) is added to the margin the answer must beat.
+            need = 2 * spec["margin_zoom"] + (unc_fwd + unc_back) / 2
+            figs.update(zoom_in=round(fwd.get(key, 0.0), 4), zoom_out=round(back.get(key, 0.0), 4),
+                        baseline_zoom=round(base.get(key, 0.0), 4), own_zoom_in=round(own_fwd, 4),
+                        own_zoom_out=round(own_back, 4), zoom_response=round(d, 4), zoom_needed=round(need, 4))
+            ok = ok or d >= need
+        elif camera:  # one way, then back: either sign
+            figs.update(yaw=round(fwd.get(key, 0.0), 2), yaw_back=round(back.get(key, 0.0), 2),
+                        baseline_yaw=round(base.get(key, 0.0), 2), own_yaw=round(own_fwd, 2),
+                        own_yaw_back=round(own_back, 2), yaw_response=round(abs(d), 2))
             ok = ok or abs(d) >= 2 * spec["margin_degrees"]
         ok = ok and seen  # a camera that moves over a picture that does not change answers nothing
         figs["answered"] = ok
@@ -276,14 +292,49 @@ class _Scorer:
         if not {"baseline before wheel", "wheel", "wheel back", "baseline before drag", "drag", "drag back"} <= set(s):
             return self.item("10", 0, {k: v for k, v in s.items()}, self.not_measured)
         camera = bool(s["wheel"]["camera"] and s["wheel"]["renders"] and s["drag"]["renders"])
-        wheel_ok, wheel = self._answers("wheel", s["wheel"], s["wheel back"], s["baseline before wheel"], camera)
-        drag_ok, drag = self._answers("drag", s["drag"], s["drag back"], s["baseline before drag"], camera)
+        # The baseline after the wheel is the one before the drag; the drag has none after it (a
+        # damped drag keeps turning the view well after the reverse, which is no motion of the page's own).
+        wheel_ok, wheel = self._answers("wheel", s["wheel"], s["wheel back"], [s["baseline before wheel"], s["baseline before drag"]], camera)
+        drag_ok, drag = self._answers("drag", s["drag"], s["drag back"], [s["baseline before drag"]], camera)
         figs = {"wheel": wheel, "drag": drag, "measured_by": "camera pose and pixels" if camera else "pixels"}
         if wheel_ok and drag_ok:
             return self.item("10", 1, figs, "the drag and the wheel each change the picture beyond the baseline",
                              "answers the mouse drag and wheel")
         missing = " and ".join(n for n, ok in (("drag", drag_ok), ("wheel", wheel_ok)) if not ok)
         return self.item("10", 0, figs, f"the {missing} did not change the picture beyond the no-input baseline")
+
+
+def _span(w: dict) -> tuple[float, float] | None:
+    """The page times of the two rendered poses a window's signed figures compare (None: no frame)."""
+    t0, t1 = w.get("pose_t0"), w.get("pose_t1")
+    if isinstance(t0, (int, float)) and isinstance(t1, (int, float)) and t1 > t0:
+        return float(t0), float(t1)
+    return None
+
+
+def _own_motion(key: str, step: dict, bases: list[dict]) -> tuple[float, float]:
+    """The page's own motion over `step`: its rate in the baselines (one: constant; two: changing
+    linearly between their middles) times the time the step's rendered frames span; and how far
+    that guess may be off (the change of rate between two baselines times that time)."""
+    span = _span(step)
+    if span is None:
+        return 0.0, 0.0
+    rates = []
+    for b in bases:
+        bs = _span(b)
+        if bs is not None:
+            rates.append(((bs[0] + bs[1]) / 2, b.get(key, 0.0) / (bs[1] - bs[0])))
+    if not rates:
+        return 0.0, 0.0
+    mid, dur = (span[0] + span[1]) / 2, span[1] - span[0]
+    if len(rates) == 1 or rates[1][0] - rates[0][0] <= 0:
+        rate = sum(r for _, r in rates) / len(rates)
+    else:
+        (ta, ra), (tb, rb) = rates[0], rates[1]
+        k = min(1.0, max(0.0, (mid - ta) / (tb - ta)))
+        rate = ra + (rb - ra) * k
+    spread = max(r for _, r in rates) - min(r for _, r in rates)
+    return rate * dur, spread * dur
 
 
 def score(m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None = None,

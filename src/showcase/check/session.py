@@ -228,18 +228,32 @@ class BoundedPage:
     async def evaluate(self, expression: str, arg: Any = None, what: str = "a call into the page") -> Any:
         return await self.call(what, lambda: self.page.evaluate(expression, arg))
 
-    async def probe(self, body: str, what: str) -> Any:
-        """Evaluate `body` with `this` bound to the probe's api (out of the page's reach), by value."""
+    async def probe(self, body: str, what: str, wait_s: float = 0.0) -> Any:
+        """Evaluate `body` with `this` bound to the probe's api (out of the page's reach), by value.
+
+        With wait_s, `body` is a promise of the probe that settles within wait_s of page time; the
+        call is bounded by wait_s plus the usual call timeout (a frozen page settles nothing).
+        """
         if self.probe_id is None:
             await self.settle(0.5)
             raise StopMeasuring(f"{what}: the check's probe never started in the page")
         res = await self.call(what, lambda: self.cdp.send("Runtime.callFunctionOn", {
-            "objectId": self.probe_id, "functionDeclaration": f"function() {{ return ({body}); }}", "returnByValue": True}))
+            "objectId": self.probe_id, "functionDeclaration": f"function() {{ return ({body}); }}", "returnByValue": True,
+            "awaitPromise": wait_s > 0}), (self.call_timeout_s + wait_s) if wait_s > 0 else None)
         if res.get("exceptionDetails"):
             d = res["exceptionDetails"]
             msg = first_line((d.get("exception") or {}).get("description") or d.get("text") or "an exception")
             raise StopMeasuring(f"{what} failed in the page: {msg}")
         return (res.get("result") or {}).get("value")
+
+    async def mouse(self, what: str, events: list[dict]) -> None:
+        """Dispatch mouse events through CDP all at once: Chromium queues them in order and a slow
+        page handles them in its next frame, instead of one frame per event awaited in turn."""
+        got = await asyncio.gather(*(self.call(what, lambda e=e: self.cdp.send("Input.dispatchMouseEvent", e)) for e in events),
+                                   return_exceptions=True)
+        for r in got:
+            if isinstance(r, BaseException):
+                raise r
 
     async def screenshot(self, timeout_s: float) -> bytes:
         """PNG of the viewport through CDP (optimizeForSpeed: several times faster than page.screenshot)."""
