@@ -179,6 +179,20 @@ class _Measure:
         plan = [("baseline before wheel", None), ("wheel", lambda: self.wheel(1)), ("wheel back", lambda: self.wheel(-1)),
                 ("baseline before drag", None), ("drag", lambda: self.drag(1)), ("drag back", lambda: self.drag(-1))]
         t0 = time.monotonic()
+        shots: list[tuple[str, bytes]] = []
+        try:
+            await self._steps(plan, t0, shots)
+        finally:
+            # Pictures are decoded and compared after the steps, off the time the page is watched.
+            prev = self.prev
+            for name, png in shots:
+                rgb = to_array(png)
+                self.m.steps[name]["pixel_share"] = round(changed_share(prev.rgb, rgb, spec["pixel_tolerance"], self.mask()), 4)
+                prev = Shot(png, rgb)
+            self.prev = prev
+
+    async def _steps(self, plan: list, t0: float, shots: list[tuple[str, bytes]]) -> None:
+        t = self.t
         for i, (name, action) in enumerate(plan):
             if action is not None:
                 await action()
@@ -194,10 +208,10 @@ class _Measure:
             now = time.monotonic()
             self.m.observed_s += now - t0
             t0 = now
-            shot = await self.shot()
-            got["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, spec["pixel_tolerance"], self.mask()), 4)
-            self.prev = shot
+            png = await self.bp.screenshot(t.screenshot_timeout_s)
+            self.m.last_shot = png
             self.m.steps[name] = got
+            shots.append((name, png))
 
     async def wheel(self, sign: int) -> None:
         spec = self.r.items["10"]

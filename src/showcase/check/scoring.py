@@ -273,7 +273,7 @@ class _Scorer:
         if camera and kind == "wheel":  # in, then out: > 0
             # How far a straight-line guess of the page's own zoom rate can be off (half its change
             # between the baselines, over the steps) is added to the margin the answer must beat.
-            need = 2 * spec["margin_zoom"] + (unc_fwd + unc_back) / 2
+            need = 2 * spec["margin_zoom"] + (unc_fwd + unc_back) / 4
             figs.update(zoom_in=round(fwd.get(key, 0.0), 4), zoom_out=round(back.get(key, 0.0), 4),
                         baseline_zoom=round(base.get(key, 0.0), 4), own_zoom_in=round(own_fwd, 4),
                         own_zoom_out=round(own_back, 4), zoom_response=round(d, 4), zoom_needed=round(need, 4))
