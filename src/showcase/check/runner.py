@@ -109,17 +109,12 @@ class _Measure:
             await self.bp.garbled(what, got)
         return got
 
-    async def start_window(self) -> float:
-        """Hook window.scene (again: a page may set it late) and open a window; its start time."""
-        await self.bp.probe("this.attach(), this.startWindow()", "opening a measuring window")
-        return time.monotonic()
-
-    async def window(self, index: int) -> tuple[dict, dict]:
-        """One tour window: camera deviation, frames, a scene snapshot, pixels changed since the last screenshot.
+    async def window(self, index: int, t0: float, chain: bool) -> tuple[dict, dict, float]:
+        """One tour window, opened at t0: camera deviation, frames, a scene snapshot, pixels changed
+        since the last screenshot; with `chain` the call that closes it opens the next window.
 
         Calls into the page are few and combined: at 1 fps each one waits for a frame.
         """
-        t0 = await self.start_window()
         self.last_read = None
         try:
             await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.window_bound(index), t0,
@@ -130,16 +125,22 @@ class _Measure:
             if self.last_read is not None:
                 self.m.windows.append(dict(self.last_read, index=index, pixel_share=None, partial=True))
             raise
-        got, shot = await _both(
-            self.bp.probe(
-                "({win: this.readWindow(), snap: this.snapshot(), text: this.text(), boxes: this.textBoxes(), ctx: this.contexts()})",
+        answered: list[float] = []  # when the read came back: the next window opened then
+
+        async def read() -> dict:
+            got = await self.bp.probe(
+                "({win: this.readWindow(), snap: this.snapshot(), text: this.text(), boxes: this.textBoxes(), ctx: this.contexts()"
+                + (", next: (this.attach(), this.startWindow())" if chain else "") + "})",
                 "reading a measuring window",
-            ),
-            self.shot(),
-        )
+            )
+            answered.append(time.monotonic())
+            return got
+
+        got, shot = await _both(read(), self.shot())
         if not isinstance(got, dict) or not isinstance(got.get("win"), dict):
             await self.bp.garbled("reading a measuring window", got)
-        self.m.observed_s += time.monotonic() - t0
+        next_t0 = answered[0]
+        self.m.observed_s += next_t0 - t0
         if got["win"].get("frames"):
             self.frame_s = got["win"]["seconds"] / got["win"]["frames"]
         self.m.webgl_contexts, self.m.canvas2d_contexts = got["ctx"]["webgl"], got["ctx"]["c2d"]
@@ -148,7 +149,7 @@ class _Measure:
         win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"], self.mask()), 4) if self.prev else None
         win["index"] = index
         self.prev = shot
-        return win, got
+        return win, got, next_t0
 
     # --- the plan: windows and steps counted in frames, bounded in seconds, the sum inside the bound ---
     STEPS = 6
@@ -272,12 +273,13 @@ class _Measure:
             self.boxes = boxes if isinstance(boxes, list) else []
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"], self.mask()), 4)
             mark("tour window 1")
-            await bp.probe("this.snapshot()", "taking a scene snapshot")
-            win, got = await self.window(1)
+            # One call: the snapshot the animation item starts from, and the first window opened.
+            await bp.probe("(this.snapshot(), this.attach(), this.startWindow())", "opening the first measuring window")
+            win, got, t0 = await self.window(1, time.monotonic(), chain=True)
             m.windows.append(win)
             m.text = _join_text(m.text, got.get("text"))
             mark("tour window 2")
-            win, _ = await self.window(2)
+            win, _, _ = await self.window(2, t0, chain=False)
             m.windows.append(win)
             after = await bp.probe(
                 "({world: this.world(), pairs: [this.compare(0, 1), this.compare(1, 2)], start: (this.attach(), this.startWindow())})",
