@@ -198,7 +198,8 @@ class BoundedPage:
                 self.frozen = f"{what}: {msg}"
                 await self.terminate_scripts()
                 raise StopMeasuring(f"page frozen ({self.frozen})") from None
-            if "context was destroyed" in msg or "navigat" in msg.lower() or "closed" in msg.lower():
+            # (an awaited call whose document went away says its promise "was collected")
+            if "context was destroyed" in msg or "navigat" in msg.lower() or "closed" in msg.lower() or "collected" in msg:
                 # The document went away: the event saying where to usually follows within moments.
                 end = time.monotonic() + min(2.0, max(0.0, self.remaining()))
                 while self.left is None and time.monotonic() < end:
