@@ -93,8 +93,8 @@ class _Measure:
             await asyncio.sleep(min(wait, 1.0))
             if wait > 1.0:
                 self.last_read = await self._read(read, what)
-        if self.last_read is not None and self.last_read["frames"] >= min_frames and time.monotonic() - t0 >= min_s - 0.5:
-            return self.last_read  # read within the last half second with frames enough: no extra frame-bound call
+        if self.last_read is not None and self.last_read["frames"] >= min_frames:
+            return self.last_read  # frames only grow: enough already, no extra frame-bound call
         while True:
             got = self.last_read = await self._read(read, what)
             frames = got["frames"]
