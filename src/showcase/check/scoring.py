@@ -314,8 +314,9 @@ def _span(w: dict) -> tuple[float, float] | None:
 
 def _own_motion(key: str, step: dict, bases: list[dict]) -> tuple[float, float]:
     """The page's own motion over `step`: its rate in the baselines (one: constant; two: changing
-    linearly between their middles) times the time the step's rendered frames span; and how far
-    that guess may be off (the change of rate between two baselines times that time)."""
+    linearly between their middles, or none when it had stopped by the second) times the time the
+    step's rendered frames span; and how far that guess may be off (the change of rate between two
+    baselines times that time)."""
     span = _span(step)
     if span is None:
         return 0.0, 0.0
@@ -325,6 +326,11 @@ def _own_motion(key: str, step: dict, bases: list[dict]) -> tuple[float, float]:
         if bs is not None:
             rates.append(((bs[0] + bs[1]) / 2, b.get(key, 0.0) / (bs[1] - bs[0])))
     if not rates:
+        return 0.0, 0.0
+    if len(rates) == 2 and abs(rates[1][1]) <= 0.1 * abs(rates[0][1]) + 1e-4:
+        # The page's own motion had stopped by the baseline after: a tour that hands the camera
+        # to the viewer stops at the input, so the steps carry none of it (a tour turning round
+        # is almost never still at that very moment).
         return 0.0, 0.0
     mid, dur = (span[0] + span[1]) / 2, span[1] - span[0]
     if len(rates) == 1 or rates[1][0] - rates[0][0] <= 0:
