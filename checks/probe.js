@@ -240,17 +240,18 @@
     for (const wt of sc.waiters) { if (!wt()) keep.push(wt); }
     sc.waiters = keep;
   };
-  // With `fromNow`, minFrames count only frames drawn wholly after this call (a control step:
-  // after its input was handled), not those since the window opened.
+  // With `fromNow`, at least one of the frames must also be drawn wholly after this call (a
+  // control step: after its input was handled).
   sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow) => new Prom((resolve) => {
     const w = sc.win;
     if (!w) { resolve(null); return; }
-    const base = fromNow ? sc.frames + (sc.cur.draws > 0 ? 1 : 0) : w.frames0;
+    const after = sc.frames + (sc.cur.draws > 0 ? 1 : 0) + (fromNow ? 1 : 0);
     let done = false;
     const check = () => {
       if (done) return true;
-      const el = clock() - w.t0, f = sc.frames - base;
-      if (!((el >= minMs && (f >= minFrames || (sc.frames === w.frames0 && el >= (minMs > 1000 ? minMs : 1000)))) || el >= maxMs)) return false;
+      const el = clock() - w.t0, f = sc.frames - w.frames0;
+      const enough = f >= minFrames && sc.frames >= after;
+      if (!((el >= minMs && (enough || (f === 0 && el >= (minMs > 1000 ? minMs : 1000)))) || el >= maxMs)) return false;
       done = true;
       const out = sc.readWindow();
       if (next) { try { sc.attach(); } catch (e) { /* a broken scene only costs the camera */ } sc.startWindow(); }

@@ -156,7 +156,7 @@ class _Measure:
 
     def step_need_s(self) -> float:
         """What one control step needs at the page's frame rate: its input handled, its frames, a screenshot."""
-        return max(self.t.step_s, (self.t.step_min_frames + 2) * (self.frame_s or 0.5))
+        return max(self.t.step_s, (self.t.step_min_frames + 3) * (self.frame_s or 0.5))
 
     def window_bound(self, index: int) -> float:
         """A tour window may be extended for frames only as far as leaves the rest its time."""
@@ -164,7 +164,8 @@ class _Measure:
         return max(self.t.window_s, min(self.t.window_max_s, self.bp.remaining() - rest))
 
     def step_bound(self, steps_left: int) -> float:
-        return max(self.t.step_s, min(self.t.step_max_s, (self.bp.remaining() - 1) / steps_left - 2 * (self.frame_s or 0.5)))
+        # a screenshot and an input each wait for a frame or two besides the step's own frames
+        return max(self.t.step_s, min(self.t.step_max_s, (self.bp.remaining() - 1) / steps_left - 4 * (self.frame_s or 0.5)))
 
     async def controls(self) -> None:
         """Six chained steps: baseline, wheel in, wheel out, baseline, drag, drag back.
