@@ -6,6 +6,7 @@ a run stopped by the hard stop. Image layers are cached by content hash; the fir
 harness on a machine builds its layer (npm resolve on the host + an offline `npm rebuild`).
 """
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -91,14 +92,35 @@ def test_agent_plays_the_demo_sealed(docker_engine, tmp_path, harness_id):
     assert outside["dns_queries"] == [] and outside["connects"] == [], outside
 
 
+@pytest.fixture(scope="module")
+def stopped_runs(docker_engine, tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, int, Path]]:
+    """One stalled run per harness, all at once: each only waits on its slow model, so together
+    they cost one run's time. The limit leaves every CLI time to start beside the others."""
+    root = tmp_path_factory.mktemp("stopped")
+    with contextlib.ExitStack() as stack:
+        servers = {h: stack.enter_context(ReplayServer(stalling_script())) for h in HARNESSES}
+        procs = {}
+        for h, server in servers.items():
+            procs[h] = stack.enter_context(subprocess.Popen(
+                SHOWCASE + ["run", "--harness", h, "--upstream", server.base_url, "--model", server.script.model,
+                            "--out", str(root / h), "--no-clip", "--limit-s", "90", "--inject-after-s", "60",
+                            *EXTRA.get(h, [])],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            stack.callback(procs[h].kill)  # only if something below failed: a finished run is not touched
+        results = {}
+        for h, proc in procs.items():
+            out, err = proc.communicate(timeout=1200)
+            results[h] = (subprocess.CompletedProcess(proc.args, proc.returncode, out, err),
+                          len(servers[h].requests), root / h)
+        return results
+
+
 @pytest.mark.parametrize("harness_id", HARNESSES)
-def test_agent_is_killed_at_the_hard_stop(docker_engine, tmp_path, harness_id):
-    run = tmp_path / f"{harness_id}-stop"
-    with ReplayServer(stalling_script()) as server:
-        proc = run_showcase(harness_id, server, run, "--limit-s", "45", "--inject-after-s", "30", *EXTRA.get(harness_id, []))
-        received = len(server.requests)
+def test_agent_is_killed_at_the_hard_stop(stopped_runs, harness_id):
+    proc, received, run = stopped_runs[harness_id]
     assert proc.returncode == 0, proc.stderr[-3000:]
     info = read_json(run / "run-info.json")
-    assert info["agent_end"] == "killed_at_hard_stop"
+    log = (run / "agent.log").read_text(errors="replace")[-2000:]
+    assert info["agent_end"] == "killed_at_hard_stop", log
     assert received >= 1, "the agent never asked the model: the stop proves nothing"
     assert info["outside_attempts"]["dns_queries"] == [] and info["outside_attempts"]["connects"] == []
