@@ -1,9 +1,10 @@
 """The gate's records: gate.log (one JSON line per request), bodies/ beside it, gate-stats.json.
 
 gate.log is append-only, each line written whole and fsynced (showcase.io.append_jsonl);
-gate-stats.json is replaced atomically (showcase.io.write_text_atomic). The files are written by one writer thread, in the order the
-gate hands them over, so disk time never stalls the event loop that serves requests; close()
-drains it (a hard kill of the process loses at most the few writes not yet done).
+gate-stats.json is replaced atomically (showcase.io.write_text_atomic). The files are written by
+one writer thread, in the order the gate hands them over, so disk time never stalls the event
+loop that serves requests; close() drains it (a hard kill of the process loses at most the few
+writes not yet done, and a reader skips a line it cut).
 """
 
 import queue
