@@ -514,7 +514,7 @@ def create_app(replayer: Replayer) -> Starlette:
 
 
 class ReplayServer:
-    """The replay app served on a TCP port by the gate's server helper (uvicorn in a background thread).
+    """The replay app served on a TCP port by the gate's AppServer (uvicorn in a background thread).
 
     with ReplayServer("tasks/voxel/demo/builtin.json") as server:
         client = OpenAI(base_url=server.base_url, api_key="x")

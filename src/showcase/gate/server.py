@@ -18,7 +18,7 @@ import uvicorn
 
 from showcase.errors import InfraError, UserError
 
-if TYPE_CHECKING:  # the helper also serves apps that are not a gate (the replay model)
+if TYPE_CHECKING:  # AppServer also serves apps that are not a gate (the replay model)
     from showcase.gate.app import Gate
 
 
