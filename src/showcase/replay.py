@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import threading
 import time
 import uuid
@@ -36,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import uvicorn
 from pydantic import BaseModel, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -516,7 +514,7 @@ def create_app(replayer: Replayer) -> Starlette:
 
 
 class ReplayServer:
-    """The replay app served by uvicorn on a TCP port in a background thread.
+    """The replay app served on a TCP port by the gate's AppServer (uvicorn in a background thread).
 
     with ReplayServer("tasks/voxel/demo/builtin.json") as server:
         client = OpenAI(base_url=server.base_url, api_key="x")
@@ -539,8 +537,7 @@ class ReplayServer:
         self.app = create_app(self.replayer)
         self.host = host
         self.port = port
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server = None
 
     @property
     def base_url(self) -> str:
@@ -564,37 +561,24 @@ class ReplayServer:
         return True
 
     def start(self) -> "ReplayServer":
-        # Bind here, not in uvicorn: port 0 then gives us the real port before the thread runs,
-        # and a busy port is a clear error in the caller's thread.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        from showcase.gate.server import AppServer  # uvicorn loads only when a replay is served
+
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        server = AppServer(self.app, [f"tcp:{host}:{self.port}"], start_timeout_s=self.START_TIMEOUT_S,
+                           stop_timeout_s=self.STOP_TIMEOUT_S)
         try:
-            sock.bind((self.host, self.port))
-        except OSError as exc:
-            sock.close()
-            raise UserError(f"replay server cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from exc
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True, name="replay-server")
-        self._thread.start()
-        deadline = time.monotonic() + self.START_TIMEOUT_S
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise InfraError(f"replay server did not start on {self.host}:{self.port} within {self.START_TIMEOUT_S:.0f} s")
-            time.sleep(0.02)
+            server.start()
+        except InfraError as exc:
+            if "cannot listen" in str(exc):  # a port the caller named is taken: their input, not our machine
+                raise UserError(f"replay server {exc}") from None
+            raise
+        self._server, self.port = server, server.tcp_port
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(self.STOP_TIMEOUT_S)
-            if self._thread.is_alive() and self._server is not None:
-                self._server.force_exit = True  # a client holding a stream open: do not wait for it
-                self._thread.join(self.STOP_TIMEOUT_S)
-        self._server = self._thread = None
+            self._server.stop()
+        self._server = None
 
     def __enter__(self) -> "ReplayServer":
         return self.start()

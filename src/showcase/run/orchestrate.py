@@ -16,12 +16,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel
 
 from showcase import __version__
 from showcase.errors import InfraError, UserError
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
-from showcase.run.layout import RunLayout
+from showcase.run.artefacts import RunEvent, RunLayout
 from showcase.run.options import RunOptions
 from showcase.run.shot import shot_route, write_tools
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
@@ -33,13 +32,6 @@ Progress = Callable[[str], None]
 POLL_S = 0.5  # how often the supervisor looks at the agent; the watcher itself is event-driven
 LIFETIME_GRACE_S = 45  # the container ends itself this long after the hard stop, even if showcase is dead
 SPACE_FOLDERS = ["work", "agent"]  # what the agent writes (/work, /logs): one image, one cap
-
-
-class RunEvent(BaseModel):
-    t_s: float
-    at: str
-    event: str
-    detail: dict = {}
 
 
 def _now_iso() -> str:
