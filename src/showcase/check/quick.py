@@ -1,11 +1,16 @@
 """The quick load check: does a page load cleanly and set window.ready? (every kept version, shot.sh)
 
-Uses the fastest renderer (llvmpipe): it scores nothing that depends on the frame rate.
+Uses the fastest renderer (llvmpipe): it scores nothing that depends on the frame rate. A run
+passes its warm browser (showcase.browser.service); each check still has a context of its own.
 """
 
 import asyncio
 import time
 from pathlib import Path
+
+from contextlib import nullcontext
+
+from playwright.async_api import Browser
 
 from showcase.browser.launch import launch_browser
 from showcase.check.models import LoadCheck
@@ -26,13 +31,17 @@ async def load_check(
     npm_dir: Path | None = None,
     settle_s: float = 3.0,
     ready_timeout_s: float = 30.0,
+    browser: Browser | None = None,
 ) -> LoadCheck:
-    """Navigate, wait for ready (bounded), settle, screenshot; errors up to ready + settle."""
+    """Navigate, wait for ready (bounded), settle, screenshot; errors up to ready + settle.
+
+    browser: a running browser to open the page in (a fresh context); None: launch one for it.
+    """
     started = time.monotonic()
     cdn = offline_cdn(npm_dir)
     deadline = started + NAVIGATION_TIMEOUT_S + ready_timeout_s + settle_s + 2 * CALL_TIMEOUT_S
     shot_written = None
-    async with launch_browser(QUICK_RENDERER) as browser:
+    async with (nullcontext(browser) if browser is not None else launch_browser(QUICK_RENDERER)) as browser:
         bp = await BoundedPage.open(browser, html, cdn, (1280, 720), [load_script("ready.js")], deadline, CALL_TIMEOUT_S)
         try:
             nav_start = bp.events.now()
