@@ -7,7 +7,9 @@ context of its own (the job opens it), never another page's cookies or storage.
 Scheduling, in one bounded queue: a shot.sh request (URGENT) starts before any waiting version
 check and never waits for a slot; version checks (ordinary) start in the order submitted, a few
 at a time (a load check mostly waits for its page to settle, so a burst shares that wait), and
-none starts while a shot is waiting or running. A browser that dies is launched again, the
+none starts while a shot is waiting or running. Opening a page (a new context, its renderer
+process) is the costly part and does not share well, so pages open one at a time through
+`opening(priority)`, a shot's first. A browser that dies is launched again, the
 restart told to `on_restart`, and the job that met the crash is tried once more in the new one.
 """
 
@@ -17,7 +19,8 @@ import itertools
 import logging
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from concurrent.futures import Future
 from typing import Any
 
@@ -38,6 +41,45 @@ CLOSE_TIMEOUT_S = 30.0
 
 class QueueFull(Exception):
     """More jobs are waiting than the queue holds: the caller says it is busy."""
+
+
+class _OpenGate:
+    """A lock taken by priority, then by arrival (lives on the service's loop)."""
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._order = itertools.count()
+
+    @asynccontextmanager
+    async def hold(self, priority: int) -> AsyncIterator[None]:
+        if self._busy or self._waiters:
+            fut = asyncio.get_running_loop().create_future()
+            entry = (priority, next(self._order), fut)
+            heapq.heappush(self._waiters, entry)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    self._release()  # handed over just as we were cancelled: pass it on
+                else:
+                    self._waiters.remove(entry)
+                    heapq.heapify(self._waiters)
+                raise
+        else:
+            self._busy = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            _, _, fut = heapq.heappop(self._waiters)
+            if not fut.done():
+                fut.set_result(None)  # stays busy: the lock passes straight to the next
+                return
+        self._busy = False
 
 
 class BrowserService:
@@ -64,6 +106,7 @@ class BrowserService:
         self._launching: asyncio.Lock | None = None
         self._generation = 0  # bumped at each launch: a crash is handled once per browser
         self._closed = False
+        self._gate = _OpenGate()
         # On the browser's command line, so /proc tells which Chromium is this service's.
         self.marker = f"--showcase-run-browser={uuid.uuid4().hex}"
         self._thread.start()
@@ -110,6 +153,10 @@ class BrowserService:
     async def run_async(self, job: Job, priority: int = ORDINARY) -> Any:
         """Submit and await (from another event loop, e.g. the gate's)."""
         return await asyncio.wrap_future(self.submit(job, priority))
+
+    def opening(self, priority: int = ORDINARY):
+        """Hold while opening a page (for jobs, on the service's loop): one page opens at a time."""
+        return self._gate.hold(priority)
 
     @property
     def pending(self) -> int:

@@ -188,9 +188,11 @@ def _quick_check_dict(npm_dir: Path | None, service=None, priority: int | None =
         if service is None:
             result = await load_check(html, screenshot_path=png, npm_dir=npm_dir)
         else:
+            level = ORDINARY if priority is None else priority
             result = await service.run_async(
-                lambda browser: load_check(html, screenshot_path=png, npm_dir=npm_dir, browser=browser),
-                ORDINARY if priority is None else priority,
+                lambda browser: load_check(html, screenshot_path=png, npm_dir=npm_dir, browser=browser,
+                                           opening=service.opening(level)),
+                level,
             )
         return result.model_dump(mode="json")
 
