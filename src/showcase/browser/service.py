@@ -218,7 +218,13 @@ class BrowserService:
         for attempt in (1, 2):
             browser, generation = await self._ensure_browser()
             try:
-                return await job(browser)
+                result = await job(browser)
+                await asyncio.sleep(0.05)  # a crash's disconnect may trail the page's close by a moment
+                if browser.is_connected() and generation == self._generation or self._closed:
+                    return result
+                # The browser died while the page was open: its verdict (a page that "closed
+                # itself") is the crash's, not the page's.
+                raise InfraError("the browser died during the job")
             except Exception as exc:
                 for _ in range(20):  # the pipe's end may be read just after the job's error
                     if not browser.is_connected():

@@ -199,7 +199,7 @@ def _quick_check_dict(npm_dir: Path | None, service=None, priority: int | None =
     return check
 
 
-CHECK_PARALLEL = 4  # version checks at once in the run's browser: a burst shares the settle time
+CHECK_PARALLEL = 8  # version checks at once in the run's browser: a burst shares the ready and settle waits
 
 
 def _run_browser(events: Callable[..., None]):
