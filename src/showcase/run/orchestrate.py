@@ -600,6 +600,9 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     start = next((e for e in events if e.event == "run_started"), None)
     terminate_torn_line(layout.events_log)
     log = EventLog(layout.events_log, clock_t0 if clock_t0 is not None else time.monotonic())
+    # A finalize of a finalized run rewrites the same files and adds nothing to the timeline.
+    first_finalize = clock_t0 is not None or not any(e.event == "report_written" for e in events)
+    phase_log = log if first_finalize else (lambda event, **detail: None)
     interrupted = not any(e.event == "sandbox_removed" for e in events)
     if interrupted:
         # showcase died mid-run: the agent may still be working. Stop it; what it wrote is kept.
@@ -631,7 +634,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         report = asyncio.run(check_page(chosen.read_bytes(), npm_dir=npm_dir,
                                         screenshot_path=layout.screenshot, page_name=str(chosen)))
         write_report(report, layout.root)
-        log("check_done", seconds=round(time.monotonic() - phase, 3))
+        phase_log("check_done", seconds=round(time.monotonic() - phase, 3))
         say(report.summary)
         if clip:
             from showcase.clip import record_clip_file
@@ -640,7 +643,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
             phase = time.monotonic()
             result = record_clip_file(chosen, layout.clip, seconds=clip_seconds, npm_dir=npm_dir)
             write_json_atomic(layout.clip_info, result)
-            log("clip_done", seconds=round(time.monotonic() - phase, 3), clip_seconds=clip_seconds)
+            phase_log("clip_done", seconds=round(time.monotonic() - phase, 3), clip_seconds=clip_seconds)
             if result.note:
                 say(f"clip: {result.note}")
 
@@ -688,7 +691,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
 
     phase = time.monotonic()
     write_run_report(layout.root)
-    log("report_written", seconds=round(time.monotonic() - phase, 3))
+    phase_log("report_written", seconds=round(time.monotonic() - phase, 3))
     say(f"report: {layout.report}")
     say(time_spent(read_events(layout)))
     return layout.root
