@@ -64,19 +64,19 @@ def bare_check_s() -> float:
     return times[-1]
 
 
-def watch_verdicts(run: Path, writes: int, stop: threading.Event, out: dict) -> None:
-    """When the last version was seen and when every version had its verdict, by this clock."""
+def watch_verdicts(run: Path, stop: threading.Event, out: dict) -> None:
+    """By this clock: when each version was first seen and when each verdict appeared."""
+    seen_at: dict[int, float] = {}
+    checked_at: dict[int, float] = {}
     while not stop.is_set():
         try:
             rows = [json.loads(line) for line in (run / "versions.jsonl").read_text().splitlines() if line.endswith("}")]
         except (FileNotFoundError, ValueError):
             rows = []
         now = time.monotonic()
-        if "last_seen" not in out and len({r["n"] for r in rows}) >= writes:
-            out["last_seen"] = now
-        if "all_checked" not in out and sum(1 for r in rows if r["event"] == "load_checked") >= writes:
-            out["all_checked"] = now
-            return
+        for r in rows:
+            (checked_at if r["event"] == "load_checked" else seen_at).setdefault(r["n"], now)
+        out["seen_at"], out["checked_at"] = seen_at, checked_at
         time.sleep(0.05)
 
 
@@ -92,7 +92,7 @@ def main() -> None:
         run = Path(tmp) / "run"
         seen: dict = {}
         stop = threading.Event()
-        watcher = threading.Thread(target=watch_verdicts, args=(run, args.writes, stop, seen), daemon=True)
+        watcher = threading.Thread(target=watch_verdicts, args=(run, stop, seen), daemon=True)
         watcher.start()
         t0 = time.monotonic()
         proc = subprocess.run(
@@ -118,10 +118,12 @@ def main() -> None:
     clip_s = events["clip_done"]["detail"]["seconds"] if "clip_done" in events else 0.0
     print(f"load average before / after: {load_before[0]:.1f} / {load_after[0]:.1f} (2 cores, shared)")
     print(f"wall time of the whole run:          {wall:7.1f} s (agent {agent_s:.1f} s)")
-    if "all_checked" in seen and "last_seen" in seen:
-        print(f"every version checked, after the last was seen: {seen['all_checked'] - seen['last_seen']:5.1f} s (goal <= 30)")
+    seen_at, checked_at = seen.get("seen_at", {}), seen.get("checked_at", {})
+    if seen_at and set(checked_at) >= set(seen_at):
+        lag = max(checked_at.values()) - max(seen_at.values())
+        print(f"every version checked, after the last was seen: {lag:5.1f} s (goal <= 30)")
     else:
-        print("not every version got its verdict while the bench watched")
+        print(f"verdicts seen while the run went: {len(checked_at)} of {len(seen_at)} versions")
     print(f"after the agent ended, load checks:  {events['load_checks_done']['detail']['seconds_after_agent']:7.1f} s")
     print(f"final check {check_s:.1f} s, clip {clip_s:.1f} s, report {events['report_written']['detail']['seconds']:.1f} s")
     print(f"tail (agent end to report.html):     {tail:7.1f} s; tail / (check + clip) = {tail / (check_s + clip_s):.2f} (goal <= 1.1)")
