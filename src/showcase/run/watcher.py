@@ -40,6 +40,10 @@ VERSIONS_LOG = "versions.jsonl"
 _VERSION_FILE = re.compile(r"^(\d{4,})-([0-9a-f]{8})\.html$")
 MAX_ERROR_LINES = 20
 MAX_ERROR_CHARS = 300
+# A load check (a page opening) competes for the CPU with the read of the next write: during a
+# burst it waits until the file has been quiet this long, but never longer than CHECK_DEFER_MAX_S.
+CHECK_QUIET_S = 0.25
+CHECK_DEFER_MAX_S = 3.0
 
 LoadCheck = Callable[[bytes], tuple[bool, list[str]]]
 # (file name, reason) of an entry the watcher would not read: "a link", "a FIFO", "larger than 16 MiB"
@@ -219,6 +223,7 @@ class Watcher:
         self._checkers: list[threading.Thread] = []
         self._check_workers = max(1, check_workers)
         self.skipped_torn_reads = 0  # reads thrown away because a new write began meanwhile
+        self._last_read = 0.0  # monotonic time of the last read of the page file
 
         # A watcher restarted over the same run folder goes on numbering where the last stopped.
         recover_versions(self.run_dir)
@@ -422,6 +427,7 @@ class Watcher:
         return _Read(data=data, t_s=round(self._clock(), 3), last_request_id=self._last_request_id())
 
     def _enqueue(self, data: bytes) -> "_Read":
+        self._last_read = time.monotonic()
         item = self._as_read(data)
         self._stores.put(item)
         return item
@@ -487,6 +493,10 @@ class Watcher:
 
     def _check_one(self, n: int) -> None:
         assert self._load_check is not None
+        picked = time.monotonic()
+        while (time.monotonic() - self._last_read < CHECK_QUIET_S and time.monotonic() - picked < CHECK_DEFER_MAX_S
+               and not self._stop.is_set()):
+            time.sleep(0.05)
         with self._lock:
             record = self._records[n]
         data = (self.versions_dir / record.file).read_bytes()
