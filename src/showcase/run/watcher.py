@@ -29,8 +29,8 @@ from inotify_simple import INotify
 from inotify_simple import flags as F
 
 from showcase.errors import UserError
-from showcase.run.artefacts import VersionRecord
-from showcase.io import append_jsonl, read_jsonl, terminate_torn_line, write_bytes_atomic
+from showcase.run.artefacts import VersionRecord, fold_versions, read_jsonl_models
+from showcase.io import append_jsonl, terminate_torn_line, write_bytes_atomic
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir_fd, read_file_at, read_regular
 
 log = logging.getLogger(__name__)
@@ -54,46 +54,9 @@ def version_file_name(n: int, sha256: str) -> str:
     return f"{n:04d}-{sha256[:8]}.html"
 
 
-def _fold(rows: list[dict]) -> dict[int, VersionRecord]:
-    """Fold versions.jsonl lines by n: the first sighting is the base, later lines add their part.
-
-    Every line is a whole record, so an update whose sighting line was lost still stands alone.
-    """
-    folded: dict[int, VersionRecord] = {}
-    updates: list[VersionRecord] = []
-    for row in rows:
-        try:
-            line = VersionRecord.model_validate(row)
-        except ValueError:
-            continue  # a line from another layout: not ours to guess
-        if line.event in ("seen", "recovered"):
-            folded.setdefault(line.n, line)
-        else:
-            updates.append(line)
-    for update in updates:
-        base = folded.get(update.n)
-        folded[update.n] = update if base is None else _merge(base, update)
-    return folded
-
-
-def _merge(base: VersionRecord, update: VersionRecord) -> VersionRecord:
-    if update.event == "load_checked":
-        return base.model_copy(
-            update={
-                "loaded_without_errors": update.loaded_without_errors,
-                "load_errors": update.load_errors,
-                "check_failure": update.check_failure,
-            }
-        )
-    if update.event == "seen_again":
-        return base.model_copy(update={"last_seen_t_s": update.last_seen_t_s})
-    return base
-
-
 def read_versions(run_dir: Path | str) -> list[VersionRecord]:
     """Every version recorded in run_dir/versions.jsonl, folded by n, in order of n."""
-    folded = _fold(read_jsonl(Path(run_dir) / VERSIONS_LOG))
-    return [folded[n] for n in sorted(folded)]
+    return fold_versions(read_jsonl_models(Path(run_dir) / VERSIONS_LOG, VersionRecord, []))
 
 
 def recover_versions(run_dir: Path | str, start_epoch: float | None = None) -> list[VersionRecord]:
