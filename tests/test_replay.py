@@ -283,3 +283,30 @@ def test_responses_api_not_streamed_and_streamed(tmp_path):
     assert "response.output_text.delta" in kinds
     assert final.output_text == "DONE" and not [i for i in final.output if i.type == "function_call"]
     assert after.output_text == "DONE"  # exhausted: the final turn
+
+
+# aider's system prompt as it sends it (trimmed): no tools, edits as whole-file listings, in the
+# fence it picked for the files in the chat.
+AIDER_SYSTEM = ("Act as an expert software developer.\nYou MUST use this *file listing* format:\n\npath/to/filename.js\n"
+                "{open}\n// entire file content ...\n{close}\n\nEvery *file listing* MUST use this format:\n"
+                "- First line: the filename with any originally provided path\n- Second line: opening {open}\n"
+                "- ... entire content of the file ...\n- Final line: closing {close}\n")
+
+
+@pytest.mark.parametrize("fence", [("```", "```"), ("<source>", "</source>")], ids=["backticks", "source"])
+def test_a_whole_file_editor_gets_listings_and_shell_turns_pass_it_by(fence):
+    script = {"model": "m", "side_answer": "A title", "turns": [
+        {"content": "A look first.", "tool_calls": [{"name": "@shell", "arguments": {"command": "ls"}}]},
+        *ADAPTIVE["turns"][:1],
+        {"content": "Checking.", "tool_calls": [{"name": "@shell", "arguments": {"command": "shot.sh game.html"}}]}]}
+    system = {"role": "system", "content": AIDER_SYSTEM.format(open=fence[0], close=fence[1])}
+    with ReplayServer(script) as server:
+        c = client(server)
+        title = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "name this session"}])
+        stream = c.chat.completions.create(model="m", messages=[system, {"role": "user", "content": "go"}], stream=True)
+        first = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        last = c.chat.completions.create(model="m", messages=[system, {"role": "user", "content": "report"}])
+        assert server.replayer.exhausted
+    assert title.choices[0].message.content == "A title"
+    assert first == f"Writing.\n\ngame.html\n{fence[0]}\n{PAGE}{fence[1]}\n"
+    assert last.choices[0].message.content == "DONE\n"  # the script's own end, no listing

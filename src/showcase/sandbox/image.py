@@ -274,19 +274,32 @@ def _filled_whole(home: Path, manifest: list[str]):
 def ensure_wheelhouse(harness: Harness, progress: Progress = None) -> Path | None:
     """The harness's wheels, downloaded on the host once per requirement list (cached by hash)."""
     specs = harness.install.pip_download
-    if not specs:
+    pinned = harness.install.pip_requirements
+    if not specs and not pinned:
         return None
-    key = _sha({"specs": specs, "python": WHEEL_PYTHON, "arch": platform.machine()})[:16]
+    lock = None
+    if pinned:
+        lock = harness.dir / pinned
+        if not lock.is_file() or lock.parent != harness.dir:
+            raise UserError(f"harness {harness.id}: pip_requirements {pinned} is not a file in {harness.dir}")
+    key = _sha({"specs": specs, "python": WHEEL_PYTHON, "arch": platform.machine(),
+                "lock": hashlib.sha256(lock.read_bytes()).hexdigest() if lock else None})[:16]
     house = cache_dir() / "wheels" / key
     if (house / ".complete").is_file():
         return house
     logs = cache_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    _say(progress, f"wheels: pip download {' '.join(specs)}")
-    with _filled_whole(house, specs) as partial:
-        _run_logged([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
-                     "--python-version", WHEEL_PYTHON, "--implementation", "cp", "--dest", str(partial), *specs],
-                    logs / f"wheels-{key}.log", PIP_TIMEOUT_S, progress, "wheels")
+    _say(progress, f"wheels: pip download {' '.join(specs + ([pinned] if pinned else []))}")
+    download = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
+                "--python-version", WHEEL_PYTHON, "--implementation", "cp"]
+    with _filled_whole(house, specs + ([pinned] if pinned else [])) as partial:
+        if specs:
+            _run_logged([*download, "--dest", str(partial), *specs],
+                        logs / f"wheels-{key}.log", PIP_TIMEOUT_S, progress, "wheels")
+        if lock:
+            # The whole closure is in the file: no resolving, and every wheel's hash is checked.
+            _run_logged([*download, "--require-hashes", "--no-deps", "--dest", str(partial), "-r", str(lock)],
+                        logs / f"wheels-{key}.log", PIP_TIMEOUT_S, progress, "wheels")
     return house
 
 
