@@ -360,12 +360,18 @@ class Replayer:
     def _whole_file_turn(self, fence: tuple[str, str]) -> ReplayTurn:
         """The next turn that writes a file, as listings; then the final turn's text (lock held)."""
         turns = self.script.turns
-        while self.index < len(turns) and not any(c.name == "@write" for c in turns[self.index].tool_calls):
-            self.index += 1
+
+        def pass_shell_turns() -> None:
+            while self.index < len(turns) and not any(c.name == "@write" for c in turns[self.index].tool_calls):
+                self.index += 1
+
+        pass_shell_turns()
         if self.exhausted:
             return as_file_listings(self.script.final, fence)
+        turn = turns[self.index]
         self.index += 1
-        return as_file_listings(turns[self.index - 1], fence)
+        pass_shell_turns()  # the checks after it are the agent's own: the script is played once it is written
+        return as_file_listings(turn, fence)
 
 
 def _estimate_tokens(text: str) -> int:
