@@ -310,3 +310,24 @@ def test_a_whole_file_editor_gets_listings_and_shell_turns_pass_it_by(fence):
     assert title.choices[0].message.content == "A title"
     assert first == f"Writing.\n\ngame.html\n{fence[0]}\n{PAGE}{fence[1]}\n"
     assert last.choices[0].message.content == "DONE\n"  # the script's own end, no listing
+
+
+HERMES_TOOLS = [
+    {"type": "function", "function": {"name": "terminal", "parameters": {"type": "object", "properties": {
+        "command": {"type": "string"}, "background": {"type": "boolean"}}, "required": ["command"]}}},
+    {"type": "function", "function": {"name": "write_file", "parameters": {"type": "object", "properties": {
+        "path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}}},
+]
+
+
+def test_a_shell_that_refuses_a_bare_ampersand_gets_pages_through_the_file_writer():
+    page = "<p>a &middot; b</p>\n"
+    script = {"model": "m", "turns": [
+        {"content": "Writing.", "tool_calls": [{"name": "@write", "arguments": {"path": "game.html", "content": page}}]},
+        {"content": "Checking.", "tool_calls": [{"name": "@shell", "arguments": {"command": "shot.sh game.html"}}]}]}
+    with ReplayServer(script) as server:
+        c = client(server)
+        write, check = (c.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}],
+                                                  tools=HERMES_TOOLS).choices[0].message.tool_calls[0] for _ in range(2))
+    assert (write.function.name, json.loads(write.function.arguments)) == ("write_file", {"path": "game.html", "content": page})
+    assert (check.function.name, json.loads(check.function.arguments)) == ("terminal", {"command": "shot.sh game.html"})

@@ -240,8 +240,12 @@ def adapt_call(call: ReplayToolCall, tools: list[tuple[str, dict]]) -> ReplayToo
     shell = find_shell_tool(tools)
     if call.name == "@write":
         path, content = str(args.get("path", "game.html")), str(args.get("content", ""))
+        writer = find_write_tool(tools)
+        if shell is not None and writer is not None and "background" in _props(shell[2]):
+            # A shell with its own background switch (Hermes's terminal) refuses a foreground
+            # command with a bare '&' in it, and pages have them (&middot;): its file writer then.
+            shell = None
         if shell is None:
-            writer = find_write_tool(tools)
             if writer is None:
                 raise ValueError("the request offers neither a shell nor a file-writing tool")
             name, path_key, content_key, schema = writer
