@@ -128,6 +128,10 @@ class Harness(BaseModel):
     version: str = Field(description="version of the agent it installs (recorded in results)")
     description: str = Field("", description="one line for humans")
     dir: Path = Field(description="the harness folder on the host (copied to /opt/harness/)")
+    base: Literal["bookworm", "trixie"] = Field(
+        "bookworm", description="the Debian suite of the sandbox's base image (trixie: Python 3.13, for agents "
+        "that need Python >= 3.12); its wheels are fetched for that suite's python3",
+    )
     install: HarnessInstall = Field(default_factory=HarnessInstall)
     launch: HarnessLaunch
     replay_script: str | None = Field(
