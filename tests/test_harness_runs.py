@@ -99,6 +99,9 @@ def test_agent_plays_the_demo_sealed(docker_engine, tmp_path, harness_id):
     limit_fields = ("max_tokens", "max_completion_tokens", "max_output_tokens")  # chat, newer chat, Responses
     main = [b for b in received if b.get("tools") or harness_id in WHOLE_FILE]
     assert main and all(any(b.get(f) for f in limit_fields) for b in main)
+    # The agent's own shot.sh reached the host's load check (through the gate's tool route).
+    shots = [json.loads(line) for line in (run / "gate.log").read_text().splitlines()]
+    assert any(s["kind"] == "tool" and s["path"] == "/_showcase/shot" and s["status"] == 200 for s in shots), log
     outside = info["outside_attempts"]
     assert outside is not None and outside["observed"], outside
     assert outside["dns_queries"] == [] and outside["connects"] == [], outside
