@@ -3,8 +3,9 @@
 Two steps, each tagged with the hash of everything that goes into it, so a change rebuilds that
 step (and what sits on it) and nothing else does:
 
-1. base   `showcase-base:<hash>`: Debian bookworm from Debian packages (debootstrap, then
-          `docker import` of a plain tar), unless the user names a local base image instead.
+1. base   `showcase-base:<suite>-<hash>`: Debian bookworm (or the suite a harness names, e.g.
+          trixie for Python 3.13) from Debian packages (debootstrap, then `docker import` of a
+          plain tar), unless the user names a local base image instead.
 2. layer  `showcase-sandbox:<harness>-<hash>`: the base + the non-root user (uid 1000 "agent"),
           /work /gate /opt/harness, Node 24 and npm (pinned npm packages, integrity checked,
           `node` and `npm` on PATH in /usr/local/bin ahead of Debian's node 18), the in-image
