@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.browser]
 
 SHOWCASE = [sys.executable, "-m", "showcase.cli"]
 DEMO = TASKS_DIR / "voxel" / "demo"
-HARNESSES = ["opencode", "pi", "codex", "cline", "kimi-code", "qwen-code", "aider", "hermes"]
+HARNESSES = ["opencode", "pi", "codex", "cline", "kimi-code", "qwen-code", "aider", "hermes", "mistral-vibe"]
 # Agents without tools that edit from whole-file listings in the answer: each answer is a page.
 WHOLE_FILE = {"aider"}
 # Qwen Code peaks near 1 GB while a command runs: at the default 1.25 GB it is killed by the
