@@ -2,8 +2,10 @@
 
 One module so its cost is one figure: per harness a run that plays the demo's page versions
 through the agent's own tools (tasks/voxel/demo/generic.json) and is checked and reported, and
-a run stopped by the hard stop. Image layers are cached by content hash; the first run of a
-harness on a machine builds its layer (npm resolve on the host + an offline `npm rebuild`).
+a run stopped by the hard stop (those all at once, in one fixture). Image layers are cached by
+content hash; the first run of a harness on a machine builds its layer (npm resolve on the host +
+an offline `npm rebuild`, or hashed wheels + an offline `pip install`; mistral-vibe also builds
+the Debian 13 base).
 """
 
 import contextlib
