@@ -16,6 +16,11 @@ file writer. Other required arguments get plain values. So one recorded conversa
 through any agent (tasks/voxel/demo/generic.json). Such a script's `side_answer` answers, without
 moving the script on, the requests that offer no tools at all (a title or a summary).
 
+An agent without tools that edits files from the answer's text (aider's whole-file format: the
+file name on a line, then the whole file fenced) is recognised by its system prompt; its requests
+get the script's next `@write` turn as such a listing, in the fence the request asks for. The
+script's shell-only turns are passed over for it: such an agent runs its checks itself.
+
 Both APIs are served: POST /v1/chat/completions and POST /v1/responses, streamed or not.
 
 A turn may wait for a user message: `"until_user_contains": "finish now"` keeps answering the
@@ -28,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import threading
 import time
 import uuid
@@ -232,8 +238,12 @@ def adapt_call(call: ReplayToolCall, tools: list[tuple[str, dict]]) -> ReplayToo
     shell = find_shell_tool(tools)
     if call.name == "@write":
         path, content = str(args.get("path", "game.html")), str(args.get("content", ""))
+        writer = find_write_tool(tools)
+        if shell is not None and writer is not None and "background" in _props(shell[2]):
+            # A shell with its own background switch (Hermes's terminal) refuses a foreground
+            # command with a bare '&' in it, and pages have them (&middot;): its file writer then.
+            shell = None
         if shell is None:
-            writer = find_write_tool(tools)
             if writer is None:
                 raise ValueError("the request offers neither a shell nor a file-writing tool")
             name, path_key, content_key, schema = writer
@@ -256,6 +266,39 @@ def adapt_call(call: ReplayToolCall, tools: list[tuple[str, dict]]) -> ReplayToo
     else:
         value = command
     return ReplayToolCall(name=name, arguments=_fill_required(schema, {key: value}, what), id=call.id)
+
+
+# aider's whole-file edit format names itself so in its system prompt.
+_WHOLE_FILE_MARK = "*file listing* format"
+_FENCE_OPEN = re.compile(r"Second line: opening (\S+)")
+_FENCE_CLOSE = re.compile(r"Final line: closing (\S+)")
+
+
+def whole_file_fence(body: dict) -> tuple[str, str] | None:
+    """The fence a tool-less request wants file listings in, when it edits from whole-file listings."""
+    if not isinstance(body, dict) or offered_tools(body):
+        return None
+    msgs = body.get("messages")
+    text = "\n".join(_text_of(m.get("content")) for m in msgs if isinstance(m, dict) and m.get("role") == "system") \
+        if isinstance(msgs, list) else ""
+    if _WHOLE_FILE_MARK not in text:
+        return None
+    opened, closed = _FENCE_OPEN.search(text), _FENCE_CLOSE.search(text)
+    return (opened.group(1) if opened else "```", closed.group(1) if closed else "```")
+
+
+def as_file_listings(turn: ReplayTurn, fence: tuple[str, str]) -> ReplayTurn:
+    """The turn's `@write` calls as whole-file listings in its text; every other call is dropped."""
+    parts = [turn.content] if turn.content else []
+    for call in turn.tool_calls:
+        if call.name != "@write" or not isinstance(call.arguments, dict):
+            continue
+        path, content = str(call.arguments.get("path", "game.html")), str(call.arguments.get("content", ""))
+        body = content if content.endswith("\n") else content + "\n"
+        if any(line.startswith(fence) for line in body.splitlines()):
+            return ReplayTurn(content=f"replay: {path} has a line starting with the fence {fence[0]}", http_status=400)
+        parts.append(f"{path}\n{fence[0]}\n{body}{fence[1]}")
+    return ReplayTurn(content="\n\n".join(parts) + "\n", delay_s=turn.delay_s, usage=turn.usage)
 
 
 def adapt_turn(turn: ReplayTurn, body: dict) -> ReplayTurn:
@@ -301,6 +344,9 @@ class Replayer:
                 # Append-only, one line per request: a crash loses at most the line being written.
                 with self.record_path.open("a") as f:
                     f.write(json.dumps({"t": time.time(), "body": body}) + "\n")
+            fence = whole_file_fence(body)
+            if fence is not None:
+                return self._whole_file_turn(fence)
             if self.script.side_answer is not None and not offered_tools(body):
                 return ReplayTurn(content=self.script.side_answer)
             if self.exhausted:
@@ -311,6 +357,23 @@ class Replayer:
                 return adapt_turn(turn.filler or DEFAULT_FILLER, body)
             self.index += 1
             return adapt_turn(turn, body)
+
+
+    def _whole_file_turn(self, fence: tuple[str, str]) -> ReplayTurn:
+        """The next turn that writes a file, as listings; then the final turn's text (lock held)."""
+        turns = self.script.turns
+
+        def pass_shell_turns() -> None:
+            while self.index < len(turns) and not any(c.name == "@write" for c in turns[self.index].tool_calls):
+                self.index += 1
+
+        pass_shell_turns()
+        if self.exhausted:
+            return as_file_listings(self.script.final, fence)
+        turn = turns[self.index]
+        self.index += 1
+        pass_shell_turns()  # the checks after it are the agent's own: the script is played once it is written
+        return as_file_listings(turn, fence)
 
 
 def _estimate_tokens(text: str) -> int:
