@@ -12,13 +12,15 @@ import contextlib
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from showcase.harness import load_harness
 from showcase.paths import TASKS_DIR
-from showcase.replay import ReplayServer
+from showcase.replay import ReplayServer, load_script
+from showcase.sandbox.image import ensure_base, ensure_image, ensure_node
 
 pytestmark = [pytest.mark.docker, pytest.mark.browser]
 
@@ -33,6 +35,9 @@ EXTRA = {"qwen-code": ["--memory", "3g"]}
 # All hard-stop runs go at once (one module fixture), so the limit must cover the slowest start
 # while all of them start on a loaded machine: at 90 s, at load 37, 8 of 9 had not yet asked.
 STOP_LIMIT_S = 240
+BUILDS_AT_ONCE = 3
+# Demo runs at once: each ends in a frame-bound check, so not so many that the checks starve.
+RUNS_AT_ONCE = 3
 
 
 def read_json(path: Path) -> dict:
@@ -73,20 +78,45 @@ def stalling_script(harness_id: str) -> dict:
     return {"model": "replay-stall", "side_answer": "Windmill Isle", "turns": waits, "final": waits[-1]}
 
 
+@pytest.fixture(scope="module")
+def layers(docker_engine) -> None:
+    """Every harness's image layer, built before the runs and several at once: on a cold machine
+    most of a build is fetching packages and installing them offline, which overlaps well."""
+    ensure_base()
+    ensure_node()
+    with ThreadPoolExecutor(max_workers=BUILDS_AT_ONCE) as pool:
+        for future in [pool.submit(ensure_image, h) for h in HARNESSES]:
+            future.result()
+
+
+@pytest.fixture(scope="module")
+def demo_runs(layers, tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, list[dict], int, Path]]:
+    """Every harness plays the demo, a few runs at once (each its own replay model, gate and
+    container): a run mostly waits on its agent, so together they cost far less than one by one."""
+    root = tmp_path_factory.mktemp("demo")
+
+    def play(harness_id: str):
+        run = root / harness_id
+        with ReplayServer(DEMO / "generic.json") as server:
+            proc = run_showcase(harness_id, server, run, "--limit-s", "900", *EXTRA.get(harness_id, []))
+            return proc, list(server.requests), server.replayer.index, run
+
+    with ThreadPoolExecutor(max_workers=RUNS_AT_ONCE) as pool:
+        futures = {h: pool.submit(play, h) for h in HARNESSES}
+        return {h: f.result() for h, f in futures.items()}
+
+
 @pytest.mark.parametrize("harness_id", HARNESSES)
-def test_agent_plays_the_demo_sealed(docker_engine, tmp_path, harness_id):
+def test_agent_plays_the_demo_sealed(demo_runs, harness_id):
     harness = load_harness(harness_id)
-    run = tmp_path / harness_id
-    with ReplayServer(DEMO / "generic.json") as server:
-        proc = run_showcase(harness_id, server, run, "--limit-s", "900", *EXTRA.get(harness_id, []))
-        received = list(server.requests)
-        answered = server.replayer.index
+    proc, received, answered, run = demo_runs[harness_id]
+    script = load_script(DEMO / "generic.json")
     log = (run / "agent.log").read_text(errors="replace")[-3000:] if (run / "agent.log").exists() else ""
     assert proc.returncode == 0, proc.stderr[-3000:] + log
     info = read_json(run / "run-info.json")
     # How it ended comes from the agent's own structured output, not only its exit code.
     assert info["agent_end"] == "done", log
-    assert answered == len(server.script.turns), "the agent did not play the whole conversation"
+    assert answered == len(script.turns), "the agent did not play the whole conversation"
     versions = versions_of(run)
     assert len(versions) >= 2
     # v3 of the demo throws on its first frame, v4 fixes it; the final file counts.
@@ -111,7 +141,7 @@ def test_agent_plays_the_demo_sealed(docker_engine, tmp_path, harness_id):
 
 
 @pytest.fixture(scope="module")
-def hard_stop_runs(docker_engine, tmp_path_factory) -> dict[str, tuple[int, str, int, Path]]:
+def hard_stop_runs(layers, tmp_path_factory) -> dict[str, tuple[int, str, int, Path]]:
     """Every harness's run stopped by the hard stop, all at once (each its own replay model, gate
     and container): one wait of the limit instead of one per harness.
 
