@@ -64,8 +64,7 @@ def test_schema_printed_by_the_cli_describes_every_field(name, cli_results):
 
 def test_unknown_schema_is_a_one_line_error(cli_results):
     returncode, out, err = cli_results["nope"]
-    # The exit code is not asserted: cli.main() drops typer.Exit codes in non-standalone mode
-    # (a foundation bug reported to the integrator; `schema` then exits 0).
+    assert returncode == 2
     assert out == ""
     assert "unknown schema 'nope'" in err and "contract" in err
     assert "Traceback" not in err
