@@ -21,7 +21,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 from playwright.async_api import Browser
@@ -101,6 +101,7 @@ class BrowserService:
         self._heap: list[tuple[int, int, Job, Future]] = []
         self._order = itertools.count()
         self._running = {URGENT: 0, ORDINARY: 0}
+        self._inflight: set[Future] = set()  # futures of jobs under way, failed at close if still open
         self._browser: Browser | None = None
         self._browser_cm = None
         self._launching: asyncio.Lock | None = None
@@ -178,6 +179,13 @@ class BrowserService:
             log.warning("browser service: close did not finish cleanly: %s", exc)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        # A job still under way when the loop stopped would never end: its caller (a shot.sh
+        # request the agent left behind) must get an answer, never wait forever.
+        for fut in list(self._inflight):
+            try:
+                fut.set_exception(InfraError("the run's browser closed while this job ran"))
+            except InvalidStateError:
+                pass  # it ended on its own in the meantime
 
     def __enter__(self) -> "BrowserService":
         return self
@@ -199,6 +207,7 @@ class BrowserService:
             if not fut.set_running_or_notify_cancel():
                 continue
             self._running[priority] += 1
+            self._inflight.add(fut)
             self._loop.create_task(self._run(job, fut, priority))
 
     async def _run(self, job: Job, fut: Future, priority: int) -> None:
@@ -212,6 +221,7 @@ class BrowserService:
                 fut.set_result(result)
         finally:
             self._running[priority] -= 1
+            self._inflight.discard(fut)
             self._dispatch()
 
     async def _attempt(self, job: Job) -> Any:
