@@ -56,7 +56,7 @@ def run_showcase(harness: str, server: ReplayServer, run: Path, *extra: str) -> 
     return subprocess.run(
         SHOWCASE + ["run", "--harness", harness, "--upstream", server.base_url, "--model", server.script.model,
                     "--out", str(run), "--no-clip", *extra],
-        capture_output=True, text=True, timeout=2400)
+        capture_output=True, text=True, timeout=1200)
 
 
 def stalling_script(harness_id: str) -> dict:
@@ -160,7 +160,7 @@ def hard_stop_runs(layers, tmp_path_factory) -> dict[str, tuple[int, str, int, P
                             "--inject-after-s", str(STOP_LIMIT_S - 30), *EXTRA.get(h, [])],
                 stdout=subprocess.DEVNULL, stderr=err)
         try:
-            codes = {h: p.wait(timeout=2400) for h, p in procs.items()}
+            codes = {h: p.wait(timeout=1200) for h, p in procs.items()}
         finally:
             for p in procs.values():
                 if p.poll() is None:
