@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from showcase.clip import ClipResult, record_clip_file
+from showcase.clip.encode import probe as probe_clip
 from showcase.errors import InfraError, UserError
 
 PAGES = Path(__file__).resolve().parent / "pages"
@@ -22,14 +23,7 @@ pytestmark = pytest.mark.browser
 
 
 def probe(path: Path) -> dict:
-    out = subprocess.run(
-        ["ffprobe", "-v", "error", "-show_entries",
-         "stream=codec_name,pix_fmt,width,height,r_frame_rate,nb_frames:format=duration",
-         "-of", "json", str(path)],
-        capture_output=True, text=True, timeout=60, check=True,
-    )
-    data = json.loads(out.stdout)
-    return {**data["streams"][0], "duration": float(data["format"]["duration"])}
+    return probe_clip(path)
 
 
 def frame_hashes(path: Path) -> list[str]:

@@ -155,6 +155,24 @@ def test_upstream_base_without_v1_and_query_strings(rig, upstream):
     assert (upstream.last()["path"], upstream.last()["query"]) == ("/v1/models", "limit=5")
 
 
+def test_api_v1_models_answered_from_upstream_other_api_paths_refused(rig, upstream):
+    r = rig()
+    root = r.base.removesuffix("/v1")
+    auth = {"authorization": f"Bearer {KEY}"}
+    response = httpx.get(f"{root}/api/v1/models", headers=auth)
+    assert response.status_code == 200 and response.json()["data"][0]["id"] == MODEL
+    assert upstream.last()["path"] == "/v1/models"
+    before = len(upstream.received)
+    for method, path in (("POST", "/api/v1/models"), ("GET", "/api/v1/chat/completions"), ("GET", "/api/v2/models")):
+        refused = httpx.request(method, f"{root}{path}", headers=auth)
+        assert refused.status_code == 404 and "outside the API" in refused.json()["error"]["message"], path
+    assert len(upstream.received) == before
+    lines = r.lines(4)
+    assert [(l.path, l.api, l.blocked) for l in lines] == [
+        ("/api/v1/models", "models", False), ("/api/v1/models", None, True),
+        ("/api/v1/chat/completions", None, True), ("/api/v2/models", None, True)]
+
+
 def test_refusals_are_blocked_in_api_format_and_never_reach_upstream(rig, upstream):
     r = rig()
     before = len(upstream.received)

@@ -1,6 +1,7 @@
 """Harness folders: loading, errors a user sees, and launch placeholders."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -143,3 +144,20 @@ def test_demo_script_is_the_agents_own_or_the_generic_one():
     demo = Path(__file__).resolve().parents[1] / "tasks" / "voxel" / "demo"
     assert demo_script(load_harness("mini-swe-agent"), demo).name == "mini-swe-agent.json"
     assert demo_script(load_harness("opencode"), demo).name == "generic.json"
+
+
+@pytest.mark.parametrize("harness_id, agent, base", [("aider", "aider-chat", "bookworm"), ("hermes", "hermes-agent", "bookworm"),
+                                                     ("mistral-vibe", "mistral-vibe", "trixie")])
+def test_pip_harnesses_pin_their_whole_closure_by_sha256(harness_id, agent, base):
+    h = load_harness(harness_id)
+    assert h.base == base
+    lines = [l for l in (h.dir / h.install.pip_requirements).read_text().splitlines() if l and not l.startswith("#")]
+    assert all(re.fullmatch(r"[a-z0-9.-]+==\S+ --hash=sha256:[0-9a-f]{64}", l) for l in lines)
+    assert f"{agent}=={h.version} --hash" in "\n".join(lines)  # the version recorded is the one installed
+    assert any("--require-hashes" in line for line in h.install.run)  # checked again in the build
+
+
+def test_an_unknown_base_suite_is_a_user_error(tmp_path):
+    write_harness(tmp_path, "x", 'id = "x"\nversion = "1"\nbase = "sid"\n[launch]\ncommand = ["x"]\n')
+    with pytest.raises(UserError, match="base"):
+        load_harness("x", root=tmp_path)

@@ -79,3 +79,23 @@ print("loopback ok")
     assert seen.connects == ["tcp 192.0.2.10:443"]
     assert "loopback ok" in out
     assert time.monotonic() - t0 < 60
+
+
+def test_a_wheel_that_is_not_the_pinned_one_is_refused(tmp_path, monkeypatch):
+    # One small wheel, fetched as a harness's hashed lock file is: the right hash passes, a changed one is refused.
+    from showcase.harness import Harness, HarnessInstall, HarnessLaunch
+    from showcase.sandbox.image import ensure_wheelhouse
+
+    monkeypatch.setenv("SHOWCASE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "h"
+    folder.mkdir()
+    good = "six==1.17.0 --hash=sha256:4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274\n"
+    harness = Harness(id="h", version="1", dir=folder, install=HarnessInstall(pip_requirements="req.txt"),
+                      launch=HarnessLaunch(command=["true"]))
+    (folder / "req.txt").write_text(good)
+    house = ensure_wheelhouse(harness)
+    assert [p.name for p in house.glob("*.whl")] == ["six-1.17.0-py2.py3-none-any.whl"]
+    (folder / "req.txt").write_text(good.replace("4721f391", "0000f391"))
+    with pytest.raises(InfraError, match="wheels failed"):
+        ensure_wheelhouse(harness)
+    assert len(list((tmp_path / "cache" / "wheels").iterdir())) == 1  # nothing half-made was kept

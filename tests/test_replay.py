@@ -283,3 +283,51 @@ def test_responses_api_not_streamed_and_streamed(tmp_path):
     assert "response.output_text.delta" in kinds
     assert final.output_text == "DONE" and not [i for i in final.output if i.type == "function_call"]
     assert after.output_text == "DONE"  # exhausted: the final turn
+
+
+# aider's system prompt as it sends it (trimmed): no tools, edits as whole-file listings, in the
+# fence it picked for the files in the chat.
+AIDER_SYSTEM = ("Act as an expert software developer.\nYou MUST use this *file listing* format:\n\npath/to/filename.js\n"
+                "{open}\n// entire file content ...\n{close}\n\nEvery *file listing* MUST use this format:\n"
+                "- First line: the filename with any originally provided path\n- Second line: opening {open}\n"
+                "- ... entire content of the file ...\n- Final line: closing {close}\n")
+
+
+@pytest.mark.parametrize("fence", [("```", "```"), ("<source>", "</source>")], ids=["backticks", "source"])
+def test_a_whole_file_editor_gets_listings_and_shell_turns_pass_it_by(fence):
+    script = {"model": "m", "side_answer": "A title", "turns": [
+        {"content": "A look first.", "tool_calls": [{"name": "@shell", "arguments": {"command": "ls"}}]},
+        *ADAPTIVE["turns"][:1],
+        {"content": "Checking.", "tool_calls": [{"name": "@shell", "arguments": {"command": "shot.sh game.html"}}]}]}
+    system = {"role": "system", "content": AIDER_SYSTEM.format(open=fence[0], close=fence[1])}
+    with ReplayServer(script) as server:
+        c = client(server)
+        title = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "name this session"}])
+        stream = c.chat.completions.create(model="m", messages=[system, {"role": "user", "content": "go"}], stream=True)
+        first = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        last = c.chat.completions.create(model="m", messages=[system, {"role": "user", "content": "report"}])
+        assert server.replayer.exhausted
+    assert title.choices[0].message.content == "A title"
+    assert first == f"Writing.\n\ngame.html\n{fence[0]}\n{PAGE}{fence[1]}\n"
+    assert last.choices[0].message.content == "DONE\n"  # the script's own end, no listing
+
+
+HERMES_TOOLS = [
+    {"type": "function", "function": {"name": "terminal", "parameters": {"type": "object", "properties": {
+        "command": {"type": "string"}, "background": {"type": "boolean"}}, "required": ["command"]}}},
+    {"type": "function", "function": {"name": "write_file", "parameters": {"type": "object", "properties": {
+        "path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}}},
+]
+
+
+def test_a_shell_that_refuses_a_bare_ampersand_gets_pages_through_the_file_writer():
+    page = "<p>a &middot; b</p>\n"
+    script = {"model": "m", "turns": [
+        {"content": "Writing.", "tool_calls": [{"name": "@write", "arguments": {"path": "game.html", "content": page}}]},
+        {"content": "Checking.", "tool_calls": [{"name": "@shell", "arguments": {"command": "shot.sh game.html"}}]}]}
+    with ReplayServer(script) as server:
+        c = client(server)
+        write, check = (c.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}],
+                                                  tools=HERMES_TOOLS).choices[0].message.tool_calls[0] for _ in range(2))
+    assert (write.function.name, json.loads(write.function.arguments)) == ("write_file", {"path": "game.html", "content": page})
+    assert (check.function.name, json.loads(check.function.arguments)) == ("terminal", {"command": "shot.sh game.html"})

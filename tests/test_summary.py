@@ -112,3 +112,20 @@ def test_a_full_disk_is_said_in_the_run_sentence():
         "The agent ran 92.3 minutes, one try, no help, and was stopped at the hard stop, with its disk space full;"
     )
     assert "disk" not in run_sentences(info())
+
+
+def test_a_run_killed_before_finalize_says_what_it_left():
+    from showcase.gate.log import GateStats
+    from showcase.run.summary import unfinished_run_sentences
+
+    stats = GateStats(started_at="t", updated_at="t", requests=12, errors=1, prompt_tokens=500, answer_tokens=1)
+    assert unfinished_run_sentences(2772.0, stats) == (
+        "The run's end was not recorded; its last record is from 46.2 minutes. "
+        "12 requests, 1 error, none blocked, none shortened (500 prompt tokens, 1 answer token)."
+    )
+    assert unfinished_run_sentences(None, None) == "The run's end was not recorded, nor any time on its clock."
+    four = versions([True, True, False, None])
+    assert versions_sentence(four, None) == (
+        "4 versions of the page were seen on the way and 2 loaded without errors (1 never load-checked); "
+        "no version was chosen."
+    )

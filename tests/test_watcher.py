@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from html.parser import HTMLParser
 
@@ -85,6 +86,36 @@ def test_twenty_in_place_writes_50ms_apart_are_all_kept_and_checked(dirs):
     events = [row["event"] for row in read_jsonl(run / "versions.jsonl")]
     assert events.count("seen") == 20 and events.count("load_checked") == 20
     assert read_versions(run) == versions
+
+
+def test_a_burst_checked_by_several_workers_gets_every_verdict(dirs):
+    """Checks overlap (a slow check per version) yet each version gets its own verdict."""
+    work, run = dirs
+    lock = threading.Lock()
+    running = {"now": 0, "most": 0}
+
+    def slow_check(html: bytes) -> tuple[bool, list[str]]:
+        with lock:
+            running["now"] += 1
+            running["most"] = max(running["most"], running["now"])
+        time.sleep(0.3)  # a check that mostly waits, as a page settling does
+        with lock:
+            running["now"] -= 1
+        return well_formed_page(html)
+
+    watcher = Watcher(work, run, load_check=slow_check, check_workers=4).start()
+    pages = [page(i, broken=(i % 3 == 0)) for i in range(12)]
+    for data in pages:
+        (work / "game.html").write_bytes(data)
+        time.sleep(0.05)
+    versions = watcher.stop(timeout_s=20)
+    # (Keeping every write is the test above; here each kept version's verdict is its own.)
+    index = {hashlib.sha256(d).hexdigest(): i for i, d in enumerate(pages)}
+    assert len(versions) >= 6
+    assert [v.loaded_without_errors for v in versions] == [index[v.sha256] % 3 != 0 for v in versions]
+    assert running["most"] > 1
+    events = [row["event"] for row in read_jsonl(run / "versions.jsonl")]
+    assert events.count("load_checked") == len(versions)
 
 
 def test_atomic_renames_are_kept_and_temp_files_ignored(dirs):

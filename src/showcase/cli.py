@@ -1,16 +1,56 @@
 """The one `showcase` command. Each part of the engine registers its own subcommands."""
 
+import functools
 import importlib
 import json
 import sys
 
+import click
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from showcase import __version__
 from showcase.errors import ShowcaseError
 
+# Each subcommand and the module whose `register(app)` adds it. A module is imported only when one
+# of its commands runs (or `--help` lists them all), so `showcase schema` never loads Playwright,
+# Docker or uvicorn.
+COMMANDS: dict[str, str] = {
+    "doctor": "showcase.doctor",
+    "gate": "showcase.gate.cli",
+    "check": "showcase.check.cli",
+    "clip": "showcase.clip.cli",
+    "replay": "showcase.replay",
+    "report": "showcase.report.cli",
+    "run": "showcase.run.cli",
+    "demo": "showcase.run.cli",
+    "finalize": "showcase.run.cli",
+    "image": "showcase.sandbox.cli",
+    "sandbox": "showcase.sandbox.cli",
+}
+
+
+@functools.cache
+def _commands_of(module: str) -> dict[str, click.Command]:
+    part = typer.Typer()
+    importlib.import_module(module).register(part)
+    return typer.main.get_group(part).commands
+
+
+class _LazyGroup(TyperGroup):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*super().list_commands(ctx), *COMMANDS]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is None and name in COMMANDS:
+            command = _commands_of(COMMANDS[name]).get(name)
+        return command
+
+
 app = typer.Typer(
+    cls=_LazyGroup,
     name="showcase",
     help="Measure what a language model builds as a coding agent: a sealed run, every version of "
     "the page kept, a ten-point browser check, a clip and a report anyone can re-check.",
@@ -20,18 +60,6 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 
-# Modules with a `register(app)` that adds their commands; one line per part of the engine.
-COMMAND_MODULES = [
-    "showcase.doctor",
-    "showcase.gate.cli",
-    "showcase.sandbox.cli",
-    "showcase.check.cli",
-    "showcase.clip",
-    "showcase.replay",
-    "showcase.report.cli",
-    "showcase.run.cli",
-]
-
 # `showcase schema NAME` prints the JSON schema of each file we write, from its pydantic model.
 SCHEMAS: dict[str, str] = {
     "gate-log": "showcase.gate.log.GateLogLine",
@@ -39,13 +67,14 @@ SCHEMAS: dict[str, str] = {
     "sandbox-spec": "showcase.sandbox.base.SandboxSpec",
     "harness": "showcase.harness.Harness",
     "check": "showcase.check.models.CheckReport",
-    "clip": "showcase.clip.ClipResult",
+    "clip": "showcase.clip.model.ClipResult",
     "replay-script": "showcase.replay.ReplayScript",
     "contract": "showcase.run.artefacts.Contract",
     "run-info": "showcase.run.artefacts.RunInfo",
     "versions": "showcase.run.artefacts.VersionRecord",
     "final-choice": "showcase.run.artefacts.FinalChoice",
     "sampling": "showcase.run.artefacts.SamplingFile",
+    "events": "showcase.run.artefacts.RunEvent",
 }
 
 
@@ -65,10 +94,6 @@ def schema(name: str = typer.Argument(..., help="Which file: " + ", ".join(sorte
     module, _, attr = SCHEMAS[name].rpartition(".")
     model = getattr(importlib.import_module(module), attr)
     print(json.dumps(model.model_json_schema(), indent=2))
-
-
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module).register(app)
 
 
 def main() -> None:

@@ -32,6 +32,12 @@ class HarnessInstall(BaseModel):
         description="pip requirement specs fetched ON THE HOST with `pip download` (cp311 wheels, "
         "cached by content hash) and copied into the image at /opt/harness/wheels",
     )
+    pip_requirements: str | None = Field(
+        None,
+        description="a requirements file in the harness folder pinning the whole closure, every line "
+        "`name==version --hash=sha256:...`: fetched ON THE HOST with `pip download --require-hashes --no-deps` "
+        "(a wheel whose sha256 is not the pinned one is refused) into /opt/harness/wheels, beside pip_download's",
+    )
     npm: list["NpmPackage"] = Field(
         default_factory=list,
         description="npm packages resolved and unpacked ON THE HOST with install scripts off, copied into the "
@@ -122,6 +128,10 @@ class Harness(BaseModel):
     version: str = Field(description="version of the agent it installs (recorded in results)")
     description: str = Field("", description="one line for humans")
     dir: Path = Field(description="the harness folder on the host (copied to /opt/harness/)")
+    base: Literal["bookworm", "trixie"] = Field(
+        "bookworm", description="the Debian suite of the sandbox's base image (trixie: Python 3.13, for agents "
+        "that need Python >= 3.12); its wheels are fetched for that suite's python3",
+    )
     install: HarnessInstall = Field(default_factory=HarnessInstall)
     launch: HarnessLaunch
     replay_script: str | None = Field(

@@ -80,25 +80,35 @@ def append_jsonl(path: Path | str, model: BaseModel | Any) -> None:
         os.close(fd)
 
 
-def read_jsonl(path: Path | str) -> list[dict]:
-    """Read a JSON-lines file, skipping torn lines.
+def scan_jsonl(path: Path | str) -> tuple[list[dict], int]:
+    """Every JSON object of a JSON-lines file, and how many non-empty lines were not one.
 
     A line is torn only when its writer was killed mid-write; after a restart, later appends
     may follow it on the same line (see `terminate_torn_line`), so any undecodable line is
-    skipped rather than taking the whole file down.
+    skipped rather than taking the whole file down. A missing file has no rows.
     """
     path = Path(path)
     if not path.exists():
-        return []
-    rows = []
+        return [], 0
+    rows, bad = [], 0
     for raw in path.read_bytes().split(b"\n"):
         if not raw.strip():
             continue
         try:
-            rows.append(json.loads(raw))
+            row = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
+            bad += 1
             continue
-    return rows
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            bad += 1
+    return rows, bad
+
+
+def read_jsonl(path: Path | str) -> list[dict]:
+    """The JSON objects of a JSON-lines file, torn and foreign lines skipped (see `scan_jsonl`)."""
+    return scan_jsonl(path)[0]
 
 
 def terminate_torn_line(path: Path | str) -> bool:

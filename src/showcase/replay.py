@@ -16,6 +16,11 @@ file writer. Other required arguments get plain values. So one recorded conversa
 through any agent (tasks/voxel/demo/generic.json). Such a script's `side_answer` answers, without
 moving the script on, the requests that offer no tools at all (a title or a summary).
 
+An agent without tools that edits files from the answer's text (aider's whole-file format: the
+file name on a line, then the whole file fenced) is recognised by its system prompt; its requests
+get the script's next `@write` turn as such a listing, in the fence the request asks for. The
+script's shell-only turns are passed over for it: such an agent runs its checks itself.
+
 Both APIs are served: POST /v1/chat/completions and POST /v1/responses, streamed or not.
 
 A turn may wait for a user message: `"until_user_contains": "finish now"` keeps answering the
@@ -28,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
+import re
 import threading
 import time
 import uuid
@@ -36,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import uvicorn
 from pydantic import BaseModel, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -234,8 +238,12 @@ def adapt_call(call: ReplayToolCall, tools: list[tuple[str, dict]]) -> ReplayToo
     shell = find_shell_tool(tools)
     if call.name == "@write":
         path, content = str(args.get("path", "game.html")), str(args.get("content", ""))
+        writer = find_write_tool(tools)
+        if shell is not None and writer is not None and "background" in _props(shell[2]):
+            # A shell with its own background switch (Hermes's terminal) refuses a foreground
+            # command with a bare '&' in it, and pages have them (&middot;): its file writer then.
+            shell = None
         if shell is None:
-            writer = find_write_tool(tools)
             if writer is None:
                 raise ValueError("the request offers neither a shell nor a file-writing tool")
             name, path_key, content_key, schema = writer
@@ -258,6 +266,39 @@ def adapt_call(call: ReplayToolCall, tools: list[tuple[str, dict]]) -> ReplayToo
     else:
         value = command
     return ReplayToolCall(name=name, arguments=_fill_required(schema, {key: value}, what), id=call.id)
+
+
+# aider's whole-file edit format names itself so in its system prompt.
+_WHOLE_FILE_MARK = "*file listing* format"
+_FENCE_OPEN = re.compile(r"Second line: opening (\S+)")
+_FENCE_CLOSE = re.compile(r"Final line: closing (\S+)")
+
+
+def whole_file_fence(body: dict) -> tuple[str, str] | None:
+    """The fence a tool-less request wants file listings in, when it edits from whole-file listings."""
+    if not isinstance(body, dict) or offered_tools(body):
+        return None
+    msgs = body.get("messages")
+    text = "\n".join(_text_of(m.get("content")) for m in msgs if isinstance(m, dict) and m.get("role") == "system") \
+        if isinstance(msgs, list) else ""
+    if _WHOLE_FILE_MARK not in text:
+        return None
+    opened, closed = _FENCE_OPEN.search(text), _FENCE_CLOSE.search(text)
+    return (opened.group(1) if opened else "```", closed.group(1) if closed else "```")
+
+
+def as_file_listings(turn: ReplayTurn, fence: tuple[str, str]) -> ReplayTurn:
+    """The turn's `@write` calls as whole-file listings in its text; every other call is dropped."""
+    parts = [turn.content] if turn.content else []
+    for call in turn.tool_calls:
+        if call.name != "@write" or not isinstance(call.arguments, dict):
+            continue
+        path, content = str(call.arguments.get("path", "game.html")), str(call.arguments.get("content", ""))
+        body = content if content.endswith("\n") else content + "\n"
+        if any(line.startswith(fence) for line in body.splitlines()):
+            return ReplayTurn(content=f"replay: {path} has a line starting with the fence {fence[0]}", http_status=400)
+        parts.append(f"{path}\n{fence[0]}\n{body}{fence[1]}")
+    return ReplayTurn(content="\n\n".join(parts) + "\n", delay_s=turn.delay_s, usage=turn.usage)
 
 
 def adapt_turn(turn: ReplayTurn, body: dict) -> ReplayTurn:
@@ -303,6 +344,9 @@ class Replayer:
                 # Append-only, one line per request: a crash loses at most the line being written.
                 with self.record_path.open("a") as f:
                     f.write(json.dumps({"t": time.time(), "body": body}) + "\n")
+            fence = whole_file_fence(body)
+            if fence is not None:
+                return self._whole_file_turn(fence)
             if self.script.side_answer is not None and not offered_tools(body):
                 return ReplayTurn(content=self.script.side_answer)
             if self.exhausted:
@@ -313,6 +357,23 @@ class Replayer:
                 return adapt_turn(turn.filler or DEFAULT_FILLER, body)
             self.index += 1
             return adapt_turn(turn, body)
+
+
+    def _whole_file_turn(self, fence: tuple[str, str]) -> ReplayTurn:
+        """The next turn that writes a file, as listings; then the final turn's text (lock held)."""
+        turns = self.script.turns
+
+        def pass_shell_turns() -> None:
+            while self.index < len(turns) and not any(c.name == "@write" for c in turns[self.index].tool_calls):
+                self.index += 1
+
+        pass_shell_turns()
+        if self.exhausted:
+            return as_file_listings(self.script.final, fence)
+        turn = turns[self.index]
+        self.index += 1
+        pass_shell_turns()  # the checks after it are the agent's own: the script is played once it is written
+        return as_file_listings(turn, fence)
 
 
 def _estimate_tokens(text: str) -> int:
@@ -516,7 +577,7 @@ def create_app(replayer: Replayer) -> Starlette:
 
 
 class ReplayServer:
-    """The replay app served by uvicorn on a TCP port in a background thread.
+    """The replay app served on a TCP port by the gate's AppServer (uvicorn in a background thread).
 
     with ReplayServer("tasks/voxel/demo/builtin.json") as server:
         client = OpenAI(base_url=server.base_url, api_key="x")
@@ -539,8 +600,7 @@ class ReplayServer:
         self.app = create_app(self.replayer)
         self.host = host
         self.port = port
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server = None
 
     @property
     def base_url(self) -> str:
@@ -564,37 +624,24 @@ class ReplayServer:
         return True
 
     def start(self) -> "ReplayServer":
-        # Bind here, not in uvicorn: port 0 then gives us the real port before the thread runs,
-        # and a busy port is a clear error in the caller's thread.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        from showcase.gate.server import AppServer  # uvicorn loads only when a replay is served
+
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        server = AppServer(self.app, [f"tcp:{host}:{self.port}"], start_timeout_s=self.START_TIMEOUT_S,
+                           stop_timeout_s=self.STOP_TIMEOUT_S)
         try:
-            sock.bind((self.host, self.port))
-        except OSError as exc:
-            sock.close()
-            raise UserError(f"replay server cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from exc
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True, name="replay-server")
-        self._thread.start()
-        deadline = time.monotonic() + self.START_TIMEOUT_S
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise InfraError(f"replay server did not start on {self.host}:{self.port} within {self.START_TIMEOUT_S:.0f} s")
-            time.sleep(0.02)
+            server.start()
+        except InfraError as exc:
+            if "cannot listen" in str(exc):  # a port the caller named is taken: their input, not our machine
+                raise UserError(f"replay server {exc}") from None
+            raise
+        self._server, self.port = server, server.tcp_port
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(self.STOP_TIMEOUT_S)
-            if self._thread.is_alive() and self._server is not None:
-                self._server.force_exit = True  # a client holding a stream open: do not wait for it
-                self._thread.join(self.STOP_TIMEOUT_S)
-        self._server = self._thread = None
+            self._server.stop()
+        self._server = None
 
     def __enter__(self) -> "ReplayServer":
         return self.start()

@@ -1,11 +1,16 @@
 """The quick load check: does a page load cleanly and set window.ready? (every kept version, shot.sh)
 
-Uses the fastest renderer (llvmpipe): it scores nothing that depends on the frame rate.
+Uses the fastest renderer (llvmpipe): it scores nothing that depends on the frame rate. A run
+passes its warm browser (showcase.browser.service); each check still has a context of its own.
 """
 
 import asyncio
 import time
 from pathlib import Path
+
+from contextlib import AbstractAsyncContextManager, nullcontext
+
+from playwright.async_api import Browser
 
 from showcase.browser.launch import launch_browser
 from showcase.check.models import LoadCheck
@@ -17,6 +22,7 @@ from showcase.io import write_bytes_atomic
 QUICK_RENDERER = "llvmpipe"
 NAVIGATION_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 10.0
+OPENING_NAV_S = 1.0  # how long a navigation keeps the run's browser's opening turn at most
 
 
 async def load_check(
@@ -26,17 +32,27 @@ async def load_check(
     npm_dir: Path | None = None,
     settle_s: float = 3.0,
     ready_timeout_s: float = 30.0,
+    browser: Browser | None = None,
+    opening: AbstractAsyncContextManager | None = None,
 ) -> LoadCheck:
-    """Navigate, wait for ready (bounded), settle, screenshot; errors up to ready + settle."""
+    """Navigate, wait for ready (bounded), settle, screenshot; errors up to ready + settle.
+
+    browser: a running browser to open the page in (a fresh context); None: launch one for it.
+    opening: held while the page opens and navigates (the run's browser opens one at a time).
+    """
     started = time.monotonic()
     cdn = offline_cdn(npm_dir)
     deadline = started + NAVIGATION_TIMEOUT_S + ready_timeout_s + settle_s + 2 * CALL_TIMEOUT_S
     shot_written = None
-    async with launch_browser(QUICK_RENDERER) as browser:
-        bp = await BoundedPage.open(browser, html, cdn, (1280, 720), [load_script("ready.js")], deadline, CALL_TIMEOUT_S)
-        try:
+    async with (nullcontext(browser) if browser is not None else launch_browser(QUICK_RENDERER)) as browser:
+        async with opening or nullcontext():
+            bp = await BoundedPage.open(browser, html, cdn, (1280, 720), [load_script("ready.js")], deadline, CALL_TIMEOUT_S)
             nav_start = bp.events.now()
-            nav_error = await bp.goto(NAVIGATION_TIMEOUT_S)
+            nav = asyncio.ensure_future(bp.goto(NAVIGATION_TIMEOUT_S))
+            # The start of loading is shared out too, but a page slow to load holds no one up.
+            await asyncio.wait([nav], timeout=OPENING_NAV_S)
+        try:
+            nav_error = await nav
             ready_after = None
             try:
                 ready_after = await bp.wait_ready(nav_start, ready_timeout_s, 0.05)

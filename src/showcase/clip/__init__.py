@@ -5,8 +5,19 @@
     register(app)  adds `showcase clip`
 """
 
-from showcase.clip.cli import register
 from showcase.clip.model import ClipResult, FrameStep
-from showcase.clip.record import record_clip, record_clip_file
 
 __all__ = ["ClipResult", "FrameStep", "record_clip", "record_clip_file", "register"]
+
+
+def __getattr__(name: str):
+    # Playwright loads only when a clip is recorded: reading clip.json (a report, a schema) needs the model alone.
+    if name in ("record_clip", "record_clip_file"):
+        from showcase.clip import record
+
+        return getattr(record, name)
+    if name == "register":
+        from showcase.clip.cli import register
+
+        return register
+    raise AttributeError(f"module 'showcase.clip' has no attribute {name!r}")

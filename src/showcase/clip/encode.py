@@ -1,10 +1,17 @@
-"""ffmpeg as a pipe: image frames in (PNG or JPEG, one after another), an H.264 mp4 out, atomically."""
+"""ffmpeg as a pipe: image frames in (PNG or JPEG, one after another), an H.264 mp4 out, atomically.
+
+The command lines are built with ffmpeg-python; the encoder runs as an asyncio subprocess so
+every write to it is bounded (ffmpeg-python's own runners block).
+"""
 
 import asyncio
+import concurrent.futures
 import os
 import shutil
 import tempfile
 from pathlib import Path
+
+import ffmpeg
 
 from showcase.errors import InfraError
 
@@ -55,15 +62,17 @@ class Mp4Writer:
         self._tmp = Path(tmp)
         self._log = tempfile.TemporaryFile()  # ffmpeg's stderr, read back only on failure (a pipe could fill and block it)
         w, h = self.size
+        # The input codec is named: probing a pipe of tiny first frames (a blank page) can fail.
+        stream = ffmpeg.input("pipe:", f="image2pipe", vcodec={"png": "png", "jpeg": "mjpeg"}[self.image_format],
+                              framerate=self.fps)
+        # The screencast may hand frames of another size; scaling to the asked size is a no-op otherwise.
+        stream = stream.filter("scale", w, h, flags="bicubic").filter("format", "yuv420p")
+        stream = stream.output(str(self._tmp), vcodec="libx264", preset="veryfast", crf=18, pix_fmt="yuv420p",
+                               r=self.fps, movflags="+faststart", f="mp4")
+        # Global options first: ffmpeg-python puts them after the output, where ffmpeg may ignore them.
+        args = [ffmpeg_path(), "-hide_banner", "-nostdin", "-loglevel", "error", "-y", *stream.get_args()]
         self._proc = await asyncio.create_subprocess_exec(
-            ffmpeg_path(), "-hide_banner", "-nostdin", "-loglevel", "error", "-y",
-            # The input codec is named: probing a pipe of tiny first frames (a blank page) can fail.
-            "-f", "image2pipe", "-c:v", {"png": "png", "jpeg": "mjpeg"}[self.image_format], "-framerate", str(self.fps), "-i", "-",
-            # The screencast may hand frames of another size; scaling to the asked size is a no-op otherwise.
-            "-vf", f"scale={w}:{h}:flags=bicubic,format=yuv420p",
-            "-c:v", "libx264", "-preset", "veryfast", "-crf", "18", "-pix_fmt", "yuv420p",
-            "-r", str(self.fps), "-movflags", "+faststart", "-f", "mp4", str(self._tmp),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=self._log,
+            *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=self._log,
         )
 
     async def write(self, frame: bytes) -> None:
@@ -122,3 +131,24 @@ class Mp4Writer:
         self._log.seek(0)
         lines = self._log.read().decode(errors="replace").strip().splitlines()
         return lines[0] if lines else ""  # the first error is the cause; the rest follow from it
+
+
+PROBE_TIMEOUT_S = 60.0
+
+
+def probe(path: Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+    """ffprobe's view of a clip: the video stream's codec, pix_fmt, size, rate, frame count, and
+    the container's duration (s). The wait is bounded; ffmpeg-python's probe itself is not."""
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="showcase-ffprobe")
+    try:
+        data = pool.submit(ffmpeg.probe, str(path), select_streams="v:0").result(timeout_s)
+    except concurrent.futures.TimeoutError:
+        raise InfraError(f"ffprobe did not answer within {timeout_s:.0f} s for {path}") from None
+    except ffmpeg.Error as exc:
+        why = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
+        raise InfraError(f"ffprobe could not read {path}: {why[0] if why else exc}") from None
+    finally:
+        pool.shutdown(wait=False)
+    stream = data["streams"][0]
+    keys = ("codec_name", "pix_fmt", "width", "height", "r_frame_rate", "nb_frames")
+    return {**{k: stream.get(k) for k in keys}, "duration": float(data["format"]["duration"])}

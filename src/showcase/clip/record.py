@@ -59,6 +59,8 @@ _WEBGL_PROBE = """() => {
 
 # Renderers to try in order when none is named: the fastest first (the clip does not score frame rate).
 RENDERER_ORDER = ["llvmpipe", "swiftshader"]
+VIRTUAL_FRAME_FORMAT = "png"
+JPEG_QUALITY = 92
 
 
 def clock_script(seed: int = RANDOM_SEED, epoch_ms: int = EPOCH_MS) -> str:
@@ -120,7 +122,10 @@ async def _responsive(page: Page) -> bool:
 
 async def _screenshot(cdp: CDPSession, fmt: str = "png") -> bytes:
     # CDP directly: Playwright's screenshot waits for fonts and stable layout, which we do not need per frame.
-    shot = await cdp.send("Page.captureScreenshot", {"format": fmt, "optimizeForSpeed": True, "captureBeyondViewport": False})
+    params = {"format": fmt, "optimizeForSpeed": True, "captureBeyondViewport": False}
+    if fmt == "jpeg":
+        params["quality"] = JPEG_QUALITY
+    shot = await cdp.send("Page.captureScreenshot", params)
     return base64.b64decode(shot["data"])
 
 
@@ -243,7 +248,7 @@ async def _record_virtual(
                 spin_reads = int(r.get("spinReads") or 0)
                 if r["frameCallbacks"] or r["timerRuns"]:
                     active_until, was_active = t_ms, True
-                frame = await _through_navigation(lambda: _screenshot(cdp), page, navs, frame_timeout_s)
+                frame = await _through_navigation(lambda: _screenshot(cdp, writer.image_format), page, navs, frame_timeout_s)
             except TimeoutError:
                 await _free_main_thread(cdp)
                 rec.notes.append(
@@ -265,7 +270,7 @@ async def _record_virtual(
         # Nothing captured yet (hung while loading): show whatever the page shows now, if anything.
         await _free_main_thread(cdp)
         try:
-            frame = await _bounded(_screenshot(cdp), frame_timeout_s)
+            frame = await _bounded(_screenshot(cdp, writer.image_format), frame_timeout_s)
         except Exception:
             frame = _black_frame(writer.size, writer.image_format)
             rec.notes.append("no frame could be captured; the clip is black")
@@ -424,7 +429,7 @@ async def _record_in(
     progress: Progress | None, started: float, seed: int, encoder: str,
 ) -> ClipResult:
     cdp = await _bounded(session.context.new_cdp_session(session.page), PROBE_TIMEOUT_S)
-    writer = Mp4Writer(out, fps, size, "jpeg" if realtime else "png")
+    writer = Mp4Writer(out, fps, size, "jpeg" if realtime else VIRTUAL_FRAME_FORMAT)
     await writer.start()
     try:
         if realtime:

@@ -47,6 +47,11 @@ _CUT_SEND_GRACE_S = 5.0  # for a cut stream's error event to reach a client that
 _TIMER_SLACK_S = 0.05  # a bound that fired this close to a deadline was that deadline's
 
 
+# GET paths outside /v1/ answered from an upstream /v1/ route: read-only, and only these (Hermes
+# Agent lists models at /api/v1/models); every other path outside /v1/ is refused.
+READ_ONLY_ALIASES = {"/api/v1/models": "/v1/models"}
+
+
 def _json_bytes(obj: Any) -> bytes:
     try:
         return orjson.dumps(obj)
@@ -255,7 +260,9 @@ class Gate:
             if self._is_stopped():
                 return self._refuse(line, arrived, request, 403, "run_over", "hard stop",
                                     "the run's hard stop has passed; the gate refuses every request")
-            api = classify(line.path)
+            target = READ_ONLY_ALIASES.get(line.path, line.path) if line.method == "GET" else line.path
+            request.scope["gate.upstream_path"] = target
+            api = classify(target)
             line.api = api
             if api is None:
                 return self._refuse(line, arrived, request, 404, "not_found", "path outside the API",
@@ -424,7 +431,7 @@ class Gate:
         if self.config.api_key_upstream:
             headers.append((b"authorization", f"Bearer {self.config.api_key_upstream}".encode()))
         upstream_request = httpcore.Request(
-            request.method, self._upstream_url(line.path, request.scope["query_string"].decode("latin-1")), headers=headers, content=send,
+            request.method, self._upstream_url(request.scope.get("gate.upstream_path", line.path), request.scope["query_string"].decode("latin-1")), headers=headers, content=send,
             extensions={"timeout": {"connect": t.connect_s, "read": max(t.first_byte_s, t.stall_s) + 1,
                                     "write": t.write_s, "pool": t.connect_s}},
         )

@@ -1,13 +1,12 @@
 """The gate's records: gate.log (one JSON line per request), bodies/ beside it, gate-stats.json.
 
-gate.log is append-only and each line is written whole in one call; gate-stats.json is replaced
-atomically (temp file + os.replace). The files are written by one writer thread, in the order the
-gate hands them over, so disk time never stalls the event loop that serves requests; close()
-drains it (a hard kill of the process loses at most the few writes not yet done).
+gate.log is append-only, each line written whole and fsynced (showcase.io.append_jsonl);
+gate-stats.json is replaced atomically (showcase.io.write_text_atomic). The files are written by
+one writer thread, in the order the gate hands them over, so disk time never stalls the event
+loop that serves requests; close() drains it (a hard kill of the process loses at most the few
+writes not yet done, and a reader skips a line it cut).
 """
 
-import json
-import os
 import queue
 import threading
 from datetime import datetime, timezone
@@ -17,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from showcase.errors import UserError
+from showcase.io import append_jsonl, scan_jsonl, write_text_atomic
 
 LOG_NAME = "gate.log"
 STATS_NAME = "gate-stats.json"
@@ -119,7 +119,7 @@ class GateRecorder:
         self.kept_bytes = 0  # handed over to be kept so far (counted here, not when written)
         if keep_bodies:
             self.bodies_dir.mkdir(exist_ok=True)
-        self._log = open(self.log_path, "a", encoding="utf-8")
+        self.log_path.touch()
         self.write_errors: list[str] = []  # what could not be written (disk full...), for whoever asks
         self._queue: queue.Queue = queue.Queue()
         self._writer = threading.Thread(target=self._write_loop, name="showcase-gate-records", daemon=True)
@@ -191,14 +191,10 @@ class GateRecorder:
             self.write_errors.append(f"{kind} {path}: {exc}")
 
     def _write_line(self, line: GateLogLine) -> None:
-        self._log.write(line.model_dump_json() + "\n")
-        self._log.flush()
+        append_jsonl(self.log_path, line)
 
     def _write_stats(self, text: str) -> None:
-        tmp = self.stats_path.with_name(f".{STATS_NAME}.tmp")
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, self.stats_path)
+        write_text_atomic(self.stats_path, text)
 
     @staticmethod
     def _write_body(path: str, data: bytes | list[bytes]) -> None:
@@ -209,14 +205,12 @@ class GateRecorder:
                 out.write(data)
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Write everything still queued, then close the log."""
+        """Write everything still queued."""
         if self._writer.is_alive():
             self._queue.put(("stop", None, None))
             self._writer.join(timeout_s)
-        if not self._log.closed:
-            self._log.close()
 
 
 def read_log(path: Path) -> list[GateLogLine]:
-    """All lines of a gate.log, validated."""
-    return [GateLogLine.model_validate(json.loads(text)) for text in Path(path).read_text().splitlines() if text.strip()]
+    """All whole lines of a gate.log, validated; a line torn by a killed gate is left out."""
+    return [GateLogLine.model_validate(row) for row in scan_jsonl(path)[0]]

@@ -1,4 +1,4 @@
-"""Serve a Gate in uvicorn on a background thread, for callers that are not async.
+"""Serve an ASGI app (the gate, the replay model) in uvicorn on a background thread, for callers that are not async.
 
 Listens on any mix of Unix sockets and TCP addresses. We bind the sockets ourselves (uvicorn
 takes one address only) and hand them to uvicorn; a Unix socket is made 0666 after bind so a
@@ -12,11 +12,14 @@ import stat
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from showcase.errors import InfraError, UserError
-from showcase.gate.app import Gate
+
+if TYPE_CHECKING:  # AppServer also serves apps that are not a gate (the replay model)
+    from showcase.gate.app import Gate
 
 
 def parse_listen(spec: str) -> tuple[str, str | tuple[str, int]]:
@@ -176,7 +179,7 @@ class GateServer(AppServer):
     `with GateServer(gate, listen=["unix:/run/gate.sock", "tcp:127.0.0.1:0"]) as server: ...`
     """
 
-    def __init__(self, gate: Gate, listen: list[str], start_timeout_s: float = 15.0, stop_timeout_s: float = 15.0) -> None:
+    def __init__(self, gate: "Gate", listen: list[str], start_timeout_s: float = 15.0, stop_timeout_s: float = 15.0) -> None:
         super().__init__(gate.app, listen, on_close=gate.aclose, start_timeout_s=start_timeout_s,
                          stop_timeout_s=stop_timeout_s)
         self.gate = gate

@@ -20,6 +20,7 @@ from showcase import __version__
 from showcase.errors import UserError
 from showcase.io import write_text_atomic
 from showcase.report.load import RunView, flatten, fmt_value, load_run, looks_like_run
+from showcase.run.artefacts import RunLayout
 
 REPORT_NAME = "report.html"
 
@@ -110,7 +111,7 @@ def _span_s(run: RunView) -> float:
     ts = [m[0] for m in _marks(run)]
     ts += [v.t_s for v in run.versions if v.t_s is not None]
     ts += [p.t_s for p in run.token_points]
-    ts += [float(e["t_s"]) for e in run.events if isinstance(e.get("t_s"), (int, float))]
+    ts += [e.t_s for e in run.events]
     if run.minutes is not None:
         ts.append(run.minutes * 60)
     return max(ts + [60.0])
@@ -218,6 +219,8 @@ def _now() -> str:
 
 
 def _assets(run: RunView, page_dir: Path) -> dict:
+    layout = RunLayout(run.dir)
+
     def link(rel: str | None) -> str | None:
         return _href(run.dir / rel, page_dir) if rel else None
 
@@ -227,12 +230,13 @@ def _assets(run: RunView, page_dir: Path) -> dict:
         "versions": {v.n: {"file": link(v.file), "thumb": link(v.thumb)} for v in run.versions},
         "shots": [link(s.path) for s in run.agent_shots],
         "raw": {
-            name: _href(run.dir / name, page_dir)
-            for name in (
-                "command.txt", "contract.json", "sampling.json", "run-info.json", "gate-stats.json", "gate.log",
-                "versions.jsonl", "final-choice.json", "check.json", "events.jsonl", "screenshot.png", "clip.mp4", "clip.json", "agent.log",
+            path.name: _href(path, page_dir)
+            for path in (
+                layout.command, layout.contract, layout.sampling, layout.run_info, layout.gate_stats, layout.gate_log,
+                layout.versions_log, layout.final_choice, layout.check, layout.events_log, layout.screenshot,
+                layout.clip, layout.clip_info, layout.agent_log,
             )
-            if (run.dir / name).is_file()
+            if path.is_file()
         },
     }
 

@@ -1,21 +1,72 @@
-"""The files one run leaves (the README's "The files of a run"), one pydantic model each.
+"""The run folder: where each file lives (RunLayout), one pydantic model per file, and the readers.
 
 Every field has a description: `showcase schema NAME` publishes the JSON schema built from
-these models, and users compare runs by reading these files.
+these models, and users compare runs by reading these files. The writers (run, gate, check,
+clip) write on these models and `read_run` reads on the same ones, so a renamed field fails
+the reader's validation instead of showing as "not recorded".
 """
 
 import re
 import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from showcase.io import write_text_atomic
+from showcase.check.models import CheckReport
+from showcase.clip.model import ClipResult
+from showcase.gate.log import GateLogLine, GateStats
+from showcase.io import scan_jsonl, write_text_atomic
 from showcase.run.egress import OutsideAttempts
 
 SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Where each file of a run lives. One place, so run, finalize and report agree."""
+
+    root: Path
+
+    # what the agent sees
+    work = property(lambda self: self.root / "work")  # bind-mounted read-write at /work
+    shots_dir = property(lambda self: self.root / "work" / "shots")  # shot.sh screenshots (the agent's folder)
+    gate_dir = property(lambda self: self.root / "gate")  # holds gate.sock, bind-mounted read-only at /gate
+    task_dir = property(lambda self: self.root / "task")  # the exact prompt bytes, read-only at /task
+    agent_dir = property(lambda self: self.root / "agent")  # the agent's own logs (trajectory), rw at /logs
+    tools_dir = property(lambda self: self.root / "tools")  # shot.sh and the relay, read-only at /opt/tools
+
+    # what a reader compares runs by
+    command = property(lambda self: self.root / "command.txt")
+    contract = property(lambda self: self.root / "contract.json")
+    sampling = property(lambda self: self.root / "sampling.json")
+    run_info = property(lambda self: self.root / "run-info.json")
+    gate_stats = property(lambda self: self.root / "gate-stats.json")
+    gate_log = property(lambda self: self.root / "gate.log")
+    versions_dir = property(lambda self: self.root / "versions")
+    versions_log = property(lambda self: self.root / "versions.jsonl")
+    final_choice = property(lambda self: self.root / "final-choice.json")
+    check = property(lambda self: self.root / "check.json")
+    screenshot = property(lambda self: self.root / "screenshot.png")
+    clip = property(lambda self: self.root / "clip.mp4")
+    clip_info = property(lambda self: self.root / "clip.json")
+    report = property(lambda self: self.root / "report.html")
+    agent_log = property(lambda self: self.root / "agent.log")
+    events_log = property(lambda self: self.root / "events.jsonl")
+
+    def holds_a_run(self) -> bool:
+        return self.contract.exists() or self.run_info.exists() or self.versions_log.exists()
+
+    def looks_like_run(self) -> bool:
+        """Any one of the run's own files is there (a run killed early still has a few)."""
+        return any(p.exists() for p in (self.command, self.contract, self.run_info, self.versions_log,
+                                        self.gate_log, self.events_log, self.check, self.final_choice))
+
+    def make(self) -> None:
+        for d in (self.root, self.work, self.agent_dir, self.gate_dir, self.task_dir, self.tools_dir, self.versions_dir):
+            d.mkdir(parents=True, exist_ok=True)
 
 # ---------------------------------------------------------------------------------------------
 # Secrets: never written to any run file.
@@ -364,3 +415,145 @@ class RunInfo(_Strict):
     summary_versions: str = Field(
         "", description="plain-English sentence on the versions seen and which one counts (showcase.run.summary)"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# events.jsonl
+
+
+class RunEvent(BaseModel):
+    """One line of events.jsonl: the run's own timeline."""
+
+    t_s: float = Field(description="seconds since the run's start when logged (finalize's own events: since it began)")
+    at: str = Field(description="UTC time when logged, ISO 8601")
+    event: str = Field(description="what happened: run_started, agent_started, finish_now_first, hard_stop, agent_ended ...")
+    detail: dict[str, Any] = Field(
+        default_factory=dict, description="the event's figures; at_s, when present, is the moment itself on the run's clock"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a run folder: every file on the model its writer uses.
+
+# Run files are the host's own, but a folder handed to `showcase report` may be anything.
+MAX_RUN_FILE_BYTES = 256 << 20
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _why(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "the file"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def _too_large(path: Path, problems: list[str]) -> bool:
+    size = path.stat().st_size
+    if size > MAX_RUN_FILE_BYTES:
+        problems.append(f"{path.name} is {size:,} bytes, over the {MAX_RUN_FILE_BYTES:,}-byte bound; shown as not recorded")
+        return True
+    return False
+
+
+def read_json_model(path: Path, model: type[M], problems: list[str]) -> M | None:
+    """The file on its model; None when it is missing or does not match (then a line in `problems`)."""
+    if not path.is_file() or _too_large(path, problems):
+        return None
+    try:
+        return model.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        problems.append(f"{path.name} could not be read ({exc}); shown as not recorded")
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors()):
+            problems.append(f"{path.name} could not be read (not whole JSON); shown as not recorded")
+        else:
+            problems.append(f"{path.name} does not match its model ({_why(exc)}); shown as not recorded")
+    return None
+
+
+def read_jsonl_models(path: Path, model: type[M], problems: list[str]) -> list[M]:
+    """Every line of a JSON-lines file that matches its model; the others are counted in `problems`."""
+    if not path.is_file() or _too_large(path, problems):
+        return []
+    try:
+        rows, bad = scan_jsonl(path)
+    except OSError as exc:
+        problems.append(f"{path.name} could not be read ({exc})")
+        return []
+    out = []
+    for row in rows:
+        try:
+            out.append(model.model_validate(row))
+        except ValidationError:
+            bad += 1
+    if bad:
+        problems.append(f"{path.name}: {bad:,} line{'' if bad == 1 else 's'} could not be read and "
+                        f"{'was' if bad == 1 else 'were'} left out")
+    return out
+
+
+def fold_versions(lines: list[VersionRecord]) -> list[VersionRecord]:
+    """versions.jsonl folded by n, in order of n: a load check or a later sighting updates its version."""
+    folded: dict[int, VersionRecord] = {}
+    updates = []
+    for line in lines:
+        if line.event in ("seen", "recovered"):
+            folded.setdefault(line.n, line)
+        else:
+            updates.append(line)
+    for update in updates:
+        base = folded.get(update.n)
+        if base is None:
+            folded[update.n] = update
+        elif update.event == "load_checked":
+            folded[update.n] = base.model_copy(update={
+                "loaded_without_errors": update.loaded_without_errors,
+                "load_errors": update.load_errors,
+                "check_failure": update.check_failure,
+            })
+        elif update.event == "seen_again":
+            folded[update.n] = base.model_copy(update={"last_seen_t_s": update.last_seen_t_s})
+    return [folded[n] for n in sorted(folded)]
+
+
+@dataclass
+class RunFiles:
+    """What one run folder holds, each file on its model; None or empty where it is missing."""
+
+    layout: RunLayout
+    command: str | None = None
+    contract: Contract | None = None
+    sampling: SamplingFile | None = None
+    run_info: RunInfo | None = None
+    gate_stats: GateStats | None = None
+    gate_lines: list[GateLogLine] = field(default_factory=list)
+    events: list[RunEvent] = field(default_factory=list)
+    versions: list[VersionRecord] = field(default_factory=list)
+    final_choice: FinalChoice | None = None
+    check: CheckReport | None = None
+    clip: ClipResult | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def read_run(root: Path | str) -> RunFiles:
+    """Read every file of a run folder. Never raises on a missing, cut or foreign file: says so in `problems`."""
+    layout = RunLayout(Path(root))
+    files = RunFiles(layout=layout)
+    p = files.problems
+    if layout.command.is_file() and not _too_large(layout.command, p):
+        try:
+            files.command = layout.command.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError as exc:
+            p.append(f"command.txt could not be read ({exc})")
+    files.contract = read_json_model(layout.contract, Contract, p)
+    files.sampling = read_json_model(layout.sampling, SamplingFile, p)
+    files.run_info = read_json_model(layout.run_info, RunInfo, p)
+    files.gate_stats = read_json_model(layout.gate_stats, GateStats, p)
+    files.final_choice = read_json_model(layout.final_choice, FinalChoice, p)
+    files.check = read_json_model(layout.check, CheckReport, p)
+    files.clip = read_json_model(layout.clip_info, ClipResult, p)
+    files.gate_lines = read_jsonl_models(layout.gate_log, GateLogLine, p)
+    files.events = sorted(read_jsonl_models(layout.events_log, RunEvent, p), key=lambda e: e.t_s)
+    files.versions = fold_versions(read_jsonl_models(layout.versions_log, VersionRecord, p))
+    return files

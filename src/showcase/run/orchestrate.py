@@ -16,12 +16,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel
 
 from showcase import __version__
 from showcase.errors import InfraError, UserError
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
-from showcase.run.layout import RunLayout
+from showcase.run.artefacts import RunEvent, RunLayout
 from showcase.run.options import RunOptions
 from showcase.run.shot import shot_route, write_tools
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
@@ -33,13 +32,6 @@ Progress = Callable[[str], None]
 POLL_S = 0.5  # how often the supervisor looks at the agent; the watcher itself is event-driven
 LIFETIME_GRACE_S = 45  # the container ends itself this long after the hard stop, even if showcase is dead
 SPACE_FOLDERS = ["work", "agent"]  # what the agent writes (/work, /logs): one image, one cap
-
-
-class RunEvent(BaseModel):
-    t_s: float
-    at: str
-    event: str
-    detail: dict = {}
 
 
 def _now_iso() -> str:
@@ -175,15 +167,42 @@ def _refusal_recorder(layout: RunLayout, events: "EventLog"):
     return record
 
 
-def _quick_check_dict(npm_dir: Path | None):
-    """The browser's quick load check, as the shot endpoint and the watcher want it."""
+def _quick_check_dict(npm_dir: Path | None, service=None, priority: int | None = None):
+    """The browser's quick load check, as the shot endpoint and the watcher want it.
+
+    service: the run's browser (showcase.browser.service) to check in at `priority`; None: a
+    browser of the check's own.
+    """
+    from showcase.browser.service import ORDINARY
     from showcase.check.quick import load_check
 
     async def check(html: bytes, png: Path | None) -> dict:
-        result = await load_check(html, screenshot_path=png, npm_dir=npm_dir)
+        if service is None:
+            result = await load_check(html, screenshot_path=png, npm_dir=npm_dir)
+        else:
+            level = ORDINARY if priority is None else priority
+            result = await service.run_async(
+                lambda browser: load_check(html, screenshot_path=png, npm_dir=npm_dir, browser=browser,
+                                           opening=service.opening(level)),
+                level,
+            )
         return result.model_dump(mode="json")
 
     return check
+
+
+CHECK_PARALLEL = 8  # version checks at once in the run's browser: a burst shares the ready and settle waits
+
+
+def _run_browser(events: Callable[..., None]):
+    """The run's one browser for load checks and shot.sh; each restart after a crash is an event."""
+    from showcase.browser.service import BrowserService
+    from showcase.check.quick import QUICK_RENDERER
+
+    return BrowserService(
+        QUICK_RENDERER, parallel=CHECK_PARALLEL,
+        on_restart=lambda reason, restarts: events("browser_restarted", reason=reason, restarts=restarts),
+    )
 
 
 def execute_run(opts: RunOptions, say: Progress = print) -> Path:
@@ -218,8 +237,15 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     write_tools(layout.tools_dir)
 
     say(f"image: sandbox image for harness {harness.id} (built once, cached by content hash)")
+    image_started = time.monotonic()
     image = ensure_image(harness, base=opts.base_image, progress=lambda msg: say(f"  {msg}"))
-    quick_check = _quick_check_dict(opts.npm_dir)
+    image_s = time.monotonic() - image_started
+    from showcase.browser.service import URGENT
+
+    # Launched only once the run starts (below); events exist by the time a restart can happen.
+    browser = _run_browser(lambda event, **detail: events(event, **detail))
+    shot_check = _quick_check_dict(opts.npm_dir, browser, URGENT)
+    quick_check = _quick_check_dict(opts.npm_dir, browser)
     key = secrets.token_urlsafe(24)
     gate = create_gate(
         GateConfig(
@@ -235,7 +261,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             hard_stop_after_s=limit_s,
             log_dir=layout.root,
         ),
-        extra_routes=[shot_route(layout.work, quick_check, page_cap=task.page_cap_bytes,
+        extra_routes=[shot_route(layout.work, shot_check, page_cap=task.page_cap_bytes,
                                  on_refused=lambda name, why: refusals(name, why))],
     )
     spec = SandboxSpec(
@@ -265,10 +291,12 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     t0 = time.monotonic()
     events = EventLog(layout.events_log, t0)
     events("run_started", started_at=_now_iso(), start_epoch=time.time())
+    events("image_ready", image=image, seconds=round(image_s, 3))
     refusals = _refusal_recorder(layout, events)
     watcher = monitor = egress = None
     space = RunSpace(layout.root, SPACE_FOLDERS)
     try:
+        browser.start()  # warm before the agent's first shot.sh
         # Before the watcher: it must watch the image's folder, not the one the mount covers.
         timings = space.open(spec.disk_bytes, spec.uid, spec.gid)
         events("space_opened", cap_bytes=spec.disk_bytes, **{k: round(v, 3) for k, v in timings.items()})
@@ -281,6 +309,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             load_check=_watcher_check(quick_check),
             page_cap=task.page_cap_bytes,
             on_refused=refusals,
+            check_workers=CHECK_PARALLEL,
         )
         watcher.start()
         say("sandbox: starting (network none; the gate is the only way out)")
@@ -310,7 +339,14 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         exit_info = _safe(sandbox.exit_info)
         _safe(sandbox.kill)
         if watcher is not None:
+            waited = time.monotonic()
             _safe(lambda: watcher.stop(timeout_s=180))
+            versions = watcher.versions
+            events("load_checks_done", seconds_after_agent=round(time.monotonic() - waited, 3),
+                   versions=len(versions),
+                   unchecked=sum(1 for v in versions if v.loaded_without_errors is None and v.check_failure is None))
+        # Closed before the final check: its frame-rate item gets the CPU to itself.
+        _safe(browser.close)
         foreign = monitor.stop() if monitor is not None else []
         outside = egress.stop() if egress is not None else None
         host_load = monitor.load_samples if monitor is not None else []
@@ -326,7 +362,8 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
             host_load=[s.model_dump(mode="json") for s in host_load],
             outside_attempts=outside.model_dump(mode="json") if outside is not None else None,
         )
-    return finalize(layout.root, say=say, npm_dir=opts.npm_dir, clip=opts.clip, clip_seconds=opts.clip_seconds)
+    return finalize(layout.root, say=say, npm_dir=opts.npm_dir, clip=opts.clip, clip_seconds=opts.clip_seconds,
+                    clock_t0=events.t0)
 
 
 def _close_space(space, events: "EventLog", say: Progress) -> None:
@@ -517,10 +554,12 @@ def _write_contract(layout, opts: RunOptions, task: Task, harness, sampling: dic
 
 
 def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, clip: bool = True,
-             clip_seconds: float = 15) -> Path:
+             clip_seconds: float = 15, clock_t0: float | None = None) -> Path:
     """Complete a run from what is on disk: final choice, check, clip, run-info, report.
 
     Used at the end of every run, and on its own after showcase itself was killed mid-run.
+    clock_t0: the run's clock (time.monotonic() at the agent's start), so finalize's events
+    continue the run's timeline; None (finalize on its own): they count from finalize's start.
     """
     from showcase.gate.log import GateStats, read_log
     from showcase.run.artefacts import ContainerLimits, Contract, ForeignProcess, LoadSample, RunInfo
@@ -552,7 +591,10 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     events = read_events(layout)
     start = next((e for e in events if e.event == "run_started"), None)
     terminate_torn_line(layout.events_log)
-    log = EventLog(layout.events_log, time.monotonic())  # finalize's own events count from its start
+    log = EventLog(layout.events_log, clock_t0 if clock_t0 is not None else time.monotonic())
+    # A finalize of a finalized run rewrites the same files and adds nothing to the timeline.
+    first_finalize = clock_t0 is not None or not any(e.event == "report_written" for e in events)
+    phase_log = log if first_finalize else (lambda event, **detail: None)
     interrupted = not any(e.event == "sandbox_removed" for e in events)
     if interrupted:
         # showcase died mid-run: the agent may still be working. Stop it; what it wrote is kept.
@@ -579,17 +621,21 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         from showcase.check.runner import check_page, write_report
 
         say(f"check: scoring version {choice.n} in Chromium (software GL)")
+        phase = time.monotonic()
         # The stored bytes as they are, whatever their encoding or content: the browser judges them.
         report = asyncio.run(check_page(chosen.read_bytes(), npm_dir=npm_dir,
                                         screenshot_path=layout.screenshot, page_name=str(chosen)))
         write_report(report, layout.root)
+        phase_log("check_done", seconds=round(time.monotonic() - phase, 3))
         say(report.summary)
         if clip:
             from showcase.clip import record_clip_file
 
             say(f"clip: recording {clip_seconds:.0f} s on a virtual clock")
+            phase = time.monotonic()
             result = record_clip_file(chosen, layout.clip, seconds=clip_seconds, npm_dir=npm_dir)
             write_json_atomic(layout.clip_info, result)
+            phase_log("clip_done", seconds=round(time.monotonic() - phase, 3), clip_seconds=clip_seconds)
             if result.note:
                 say(f"clip: {result.note}")
 
@@ -635,9 +681,52 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     say(info.summary_versions)
     from showcase.report import write_run_report
 
+    phase = time.monotonic()
     write_run_report(layout.root)
+    phase_log("report_written", seconds=round(time.monotonic() - phase, 3))
     say(f"report: {layout.report}")
+    say(time_spent(read_events(layout)))
     return layout.root
+
+
+PHASES = {"image_ready": "image", "load_checks_done": "load checks after the agent", "check_done": "check",
+          "clip_done": "clip", "report_written": "report"}
+
+
+def time_spent(events: list[RunEvent]) -> str:
+    """Where the run's time went, from its events: one line for the end of the run.
+
+    The tail (agent end to report) is given when finalize continued the run's own clock."""
+    last = {e.event: e for e in events}
+    parts = []
+    for name, label in PHASES.items():
+        e = last.get(name)
+        if e is None:
+            continue
+        seconds = e.detail.get("seconds", e.detail.get("seconds_after_agent"))
+        if isinstance(seconds, (int, float)):
+            parts.append(f"{label} {seconds:.1f} s")
+        if name == "image_ready" and "agent_started" in last:
+            end = last.get("agent_ended") or last.get("hard_stop")
+            if end is not None:
+                parts.append(f"agent {end.t_s - last['agent_started'].t_s:.1f} s")
+    line = "time: " + ", ".join(parts)
+    tail = run_tail_s(events)
+    if tail is not None:
+        line += f"; agent end to report {tail:.1f} s"
+    return line
+
+
+def run_tail_s(events: list[RunEvent]) -> float | None:
+    """Seconds from the agent's end (or the hard stop) to report.html, on the run's own clock;
+    None when finalize ran on its own (another clock) or the run has not got that far."""
+    end = next((e for e in reversed(events) if e.event in ("agent_ended", "hard_stop")), None)
+    report = next((e for e in reversed(events) if e.event == "report_written"), None)
+    if end is None or report is None or any(e.event == "finalized_after_interruption" for e in events):
+        return None
+    if events.index(report) < events.index(end):
+        return None
+    return round(report.t_s - end.t_s, 3)
 
 
 def _refused_texts(events: list[RunEvent]) -> list[str]:
@@ -662,20 +751,26 @@ def _catch_up_versions(layout: RunLayout, start_epoch: float | None, npm_dir: Pa
     """
     from showcase.run.watcher import Watcher
 
-    watcher = Watcher(
-        layout.work,
-        layout.root,
-        file_name=page_name,
-        clock=(lambda: time.time() - start_epoch) if start_epoch else None,
-        load_check=_watcher_check(_quick_check_dict(npm_dir)),
-        page_cap=page_cap,
-        on_refused=on_refused,
-    )
-    unchecked = [v for v in watcher.versions if v.loaded_without_errors is None and v.check_failure is None]
-    if unchecked:
-        say(f"finalize: load-checking {len(unchecked)} version(s)")
-    watcher.start()
-    versions = watcher.stop(timeout_s=600)
+    # Launched only if a version needs its check; closed before the final check.
+    browser = _run_browser(lambda event, **detail: EventLog(layout.events_log, time.monotonic())(event, **detail))
+    try:
+        watcher = Watcher(
+            layout.work,
+            layout.root,
+            file_name=page_name,
+            clock=(lambda: time.time() - start_epoch) if start_epoch else None,
+            load_check=_watcher_check(_quick_check_dict(npm_dir, browser)),
+            page_cap=page_cap,
+            on_refused=on_refused,
+            check_workers=CHECK_PARALLEL,
+        )
+        unchecked = [v for v in watcher.versions if v.loaded_without_errors is None and v.check_failure is None]
+        if unchecked:
+            say(f"finalize: load-checking {len(unchecked)} version(s)")
+        watcher.start()
+        versions = watcher.stop(timeout_s=600)
+    finally:
+        browser.close()
     for name, reason in watcher.refusals:
         say(f"finalize: {name} was {reason}: not kept")
     return versions, watcher.final_sha256

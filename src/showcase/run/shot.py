@@ -61,7 +61,8 @@ def write_tools(tools_dir: Path) -> None:
 def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
                page_cap: int = DEFAULT_PAGE_CAP, scratch_dir: Path | None = None,
                on_refused: Callable[[str, str], None] | None = None) -> Route:
-    """The gate route behind shot.sh. One check at a time: two browsers would halve each one's CPU.
+    """The gate route behind shot.sh. One check at a time, in the run's browser ahead of any
+    version still waiting for its check (the load_check given decides where it runs).
 
     The file is read only once the lock is held, through the folder handle (no link followed,
     regular files only, at most page_cap bytes): what is checked is what was read, never a path
@@ -111,6 +112,10 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
                     )
                 except asyncio.TimeoutError:
                     return JSONResponse({"error": {"message": f"load check took over {timeout_s:.0f} s"}}, status_code=504)
+                except Exception as exc:  # the host's browser is full or broken: ours to say, never the page's
+                    why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+                    return JSONResponse({"error": {"message": f"the host could not check the page now: {why}"}},
+                                        status_code=503)
                 result = dict(result)
                 result["screenshot"] = None
                 if png.is_file():

@@ -6,6 +6,7 @@ sent 4 times, the first at 90.3 minutes. 92 requests, no error, none blocked, no
 the way and 10 loaded without errors; the last one counts."
 """
 
+from showcase.gate.log import GateStats
 from showcase.run.artefacts import FinalChoice, RunInfo, VersionRecord
 
 _ENDINGS = {
@@ -45,24 +46,40 @@ def run_sentences(info: RunInfo) -> str:
             finish += f"was sent once, at {first}" if first else "was sent once"
         else:
             finish += f"was sent {info.finish_now_sent:,} times" + (f", the first at {first}" if first else "")
-    requests = _count(info.requests, "request", "requests", "no request")
+    return f"{ran}; {finish}. {_requests(info)}."
+
+
+def _requests(figures: RunInfo | GateStats) -> str:
+    """'92 requests, no error, none blocked, none shortened (13,658,733 prompt tokens, 169,578 answer tokens)'"""
+    requests = _count(figures.requests, "request", "requests", "no request")
     requests = requests[0].upper() + requests[1:]
-    figures = ", ".join(
+    counts = ", ".join(
         [
             requests,
-            _count(info.errors, "error", "errors", "no error"),
-            "none blocked" if info.blocked == 0 else f"{info.blocked:,} blocked",
-            "none shortened" if info.shortened == 0 else f"{info.shortened:,} shortened",
+            _count(figures.errors, "error", "errors", "no error"),
+            "none blocked" if figures.blocked == 0 else f"{figures.blocked:,} blocked",
+            "none shortened" if figures.shortened == 0 else f"{figures.shortened:,} shortened",
         ]
     )
     tokens = (
-        f"{info.prompt_tokens:,} prompt token{'' if info.prompt_tokens == 1 else 's'}, "
-        f"{info.answer_tokens:,} answer token{'' if info.answer_tokens == 1 else 's'}"
+        f"{figures.prompt_tokens:,} prompt token{'' if figures.prompt_tokens == 1 else 's'}, "
+        f"{figures.answer_tokens:,} answer token{'' if figures.answer_tokens == 1 else 's'}"
     )
-    return f"{ran}; {finish}. {figures} ({tokens})."
+    return f"{counts} ({tokens})"
 
 
-def _which_counts(choice: FinalChoice, total: int) -> str:
+def unfinished_run_sentences(last_record_s: float | None, stats: GateStats | None) -> str:
+    """The run sentences of a run that never got its run-info.json (killed before it was finalized)."""
+    if last_record_s is None:
+        ran = "The run's end was not recorded, nor any time on its clock."
+    else:
+        ran = f"The run's end was not recorded; its last record is from {last_record_s / 60:.1f} minutes."
+    return ran if stats is None else f"{ran} {_requests(stats)}."
+
+
+def _which_counts(choice: FinalChoice | None, total: int) -> str:
+    if choice is None:
+        return "no version was chosen"
     if choice.rule == "final_file_loads":
         return "it counts" if total == 1 else "the last one counts"
     if choice.rule == "final_file_none_loads":
@@ -77,10 +94,12 @@ def _which_counts(choice: FinalChoice, total: int) -> str:
     return f"version {choice.n} of {total} counts: {why}"
 
 
-def versions_sentence(versions: list[VersionRecord], choice: FinalChoice) -> str:
-    """How many versions were seen, how many loaded, and which one counts (one sentence)."""
+def versions_sentence(versions: list[VersionRecord], choice: FinalChoice | None) -> str:
+    """How many versions were seen, how many loaded, and which one counts (one sentence).
+
+    choice None: the run was never finalized, so no version was chosen."""
     total = len(versions)
-    if total == 0 or choice.n is None:
+    if total == 0 or (choice is not None and choice.n is None):
         return "No version of the page was seen; there is no page to score."
     loaded = sum(1 for v in versions if v.loaded_without_errors is True)
     unchecked = sum(1 for v in versions if v.loaded_without_errors is None)

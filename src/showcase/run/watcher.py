@@ -29,8 +29,8 @@ from inotify_simple import INotify
 from inotify_simple import flags as F
 
 from showcase.errors import UserError
-from showcase.run.artefacts import VersionRecord
-from showcase.io import append_jsonl, read_jsonl, terminate_torn_line, write_bytes_atomic
+from showcase.run.artefacts import VersionRecord, fold_versions, read_jsonl_models
+from showcase.io import append_jsonl, terminate_torn_line, write_bytes_atomic
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir_fd, read_file_at, read_regular
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,10 @@ VERSIONS_LOG = "versions.jsonl"
 _VERSION_FILE = re.compile(r"^(\d{4,})-([0-9a-f]{8})\.html$")
 MAX_ERROR_LINES = 20
 MAX_ERROR_CHARS = 300
+# A load check (a page opening) competes for the CPU with the read of the next write: during a
+# burst it waits until the file has been quiet this long, but never longer than CHECK_DEFER_MAX_S.
+CHECK_QUIET_S = 0.25
+CHECK_DEFER_MAX_S = 3.0
 
 LoadCheck = Callable[[bytes], tuple[bool, list[str]]]
 # (file name, reason) of an entry the watcher would not read: "a link", "a FIFO", "larger than 16 MiB"
@@ -50,46 +54,9 @@ def version_file_name(n: int, sha256: str) -> str:
     return f"{n:04d}-{sha256[:8]}.html"
 
 
-def _fold(rows: list[dict]) -> dict[int, VersionRecord]:
-    """Fold versions.jsonl lines by n: the first sighting is the base, later lines add their part.
-
-    Every line is a whole record, so an update whose sighting line was lost still stands alone.
-    """
-    folded: dict[int, VersionRecord] = {}
-    updates: list[VersionRecord] = []
-    for row in rows:
-        try:
-            line = VersionRecord.model_validate(row)
-        except ValueError:
-            continue  # a line from another layout: not ours to guess
-        if line.event in ("seen", "recovered"):
-            folded.setdefault(line.n, line)
-        else:
-            updates.append(line)
-    for update in updates:
-        base = folded.get(update.n)
-        folded[update.n] = update if base is None else _merge(base, update)
-    return folded
-
-
-def _merge(base: VersionRecord, update: VersionRecord) -> VersionRecord:
-    if update.event == "load_checked":
-        return base.model_copy(
-            update={
-                "loaded_without_errors": update.loaded_without_errors,
-                "load_errors": update.load_errors,
-                "check_failure": update.check_failure,
-            }
-        )
-    if update.event == "seen_again":
-        return base.model_copy(update={"last_seen_t_s": update.last_seen_t_s})
-    return base
-
-
 def read_versions(run_dir: Path | str) -> list[VersionRecord]:
     """Every version recorded in run_dir/versions.jsonl, folded by n, in order of n."""
-    folded = _fold(read_jsonl(Path(run_dir) / VERSIONS_LOG))
-    return [folded[n] for n in sorted(folded)]
+    return fold_versions(read_jsonl_models(Path(run_dir) / VERSIONS_LOG, VersionRecord, []))
 
 
 def recover_versions(run_dir: Path | str, start_epoch: float | None = None) -> list[VersionRecord]:
@@ -168,6 +135,8 @@ class Watcher:
     page_cap: a file larger than this is refused, never copied.
     on_refused: told once per (file, reason) when the file is not a regular file reached through
     no link, or is too large; the version before it still counts.
+    check_workers: load checks run at once, started in the order the versions were written (a
+    burst then shares each check's settle time instead of queueing behind it).
     """
 
     def __init__(
@@ -181,6 +150,7 @@ class Watcher:
         quiet_read_s: float = 5.0,
         page_cap: int = DEFAULT_PAGE_CAP,
         on_refused: OnRefused | None = None,
+        check_workers: int = 1,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.run_dir = Path(run_dir)
@@ -213,8 +183,10 @@ class Watcher:
         # take longer on a busy disk, so it happens in its own thread, in the order read.
         self._stores: queue.Queue[_Read | None] = queue.Queue()
         self._storer: threading.Thread | None = None
-        self._checker: threading.Thread | None = None
+        self._checkers: list[threading.Thread] = []
+        self._check_workers = max(1, check_workers)
         self.skipped_torn_reads = 0  # reads thrown away because a new write began meanwhile
+        self._last_read = 0.0  # monotonic time of the last read of the page file
 
         # A watcher restarted over the same run folder goes on numbering where the last stopped.
         recover_versions(self.run_dir)
@@ -251,8 +223,10 @@ class Watcher:
                 for record in self._records.values():
                     if record.loaded_without_errors is None and record.check_failure is None:
                         self._checks.put(record.n)
-            self._checker = threading.Thread(target=self._check_loop, name="showcase-load-check", daemon=True)
-            self._checker.start()
+            for i in range(self._check_workers):
+                checker = threading.Thread(target=self._check_loop, name=f"showcase-load-check-{i}", daemon=True)
+                checker.start()
+                self._checkers.append(checker)
         self._thread = threading.Thread(target=self._watch_loop, name="showcase-watcher", daemon=True)
         self._thread.start()
         return self
@@ -303,10 +277,12 @@ class Watcher:
         if self._storer is not None:
             self._stores.put(None)
             self._storer.join(max(0.0, deadline - time.monotonic()))
-        if self._checker is not None:
+        if self._checkers:
             self.wait_checked(max(0.0, deadline - time.monotonic()))
-            self._checks.put(None)
-            self._checker.join(max(0.0, min(1.0, deadline - time.monotonic())))
+            for checker in self._checkers:
+                self._checks.put(None)
+            for checker in self._checkers:
+                checker.join(max(0.0, min(1.0, deadline - time.monotonic())))
         if self._inotify is not None:
             self._inotify.close()
             self._inotify = None
@@ -414,6 +390,7 @@ class Watcher:
         return _Read(data=data, t_s=round(self._clock(), 3), last_request_id=self._last_request_id())
 
     def _enqueue(self, data: bytes) -> "_Read":
+        self._last_read = time.monotonic()
         item = self._as_read(data)
         self._stores.put(item)
         return item
@@ -479,6 +456,10 @@ class Watcher:
 
     def _check_one(self, n: int) -> None:
         assert self._load_check is not None
+        picked = time.monotonic()
+        while (time.monotonic() - self._last_read < CHECK_QUIET_S and time.monotonic() - picked < CHECK_DEFER_MAX_S
+               and not self._stop.is_set()):
+            time.sleep(0.05)
         with self._lock:
             record = self._records[n]
         data = (self.versions_dir / record.file).read_bytes()

@@ -3,8 +3,9 @@
 Two steps, each tagged with the hash of everything that goes into it, so a change rebuilds that
 step (and what sits on it) and nothing else does:
 
-1. base   `showcase-base:<hash>`: Debian bookworm from Debian packages (debootstrap, then
-          `docker import` of a plain tar), unless the user names a local base image instead.
+1. base   `showcase-base:<suite>-<hash>`: Debian bookworm (or the suite a harness names, e.g.
+          trixie for Python 3.13) from Debian packages (debootstrap, then `docker import` of a
+          plain tar), unless the user names a local base image instead.
 2. layer  `showcase-sandbox:<harness>-<hash>`: the base + the non-root user (uid 1000 "agent"),
           /work /gate /opt/harness, Node 24 and npm (pinned npm packages, integrity checked,
           `node` and `npm` on PATH in /usr/local/bin ahead of Debian's node 18), the in-image
@@ -43,7 +44,9 @@ from showcase.paths import HARNESS_DIR, cache_dir
 
 Progress = Callable[[str], None] | None
 
-SUITE = "bookworm"
+SUITE = "bookworm"  # the default base; a harness may name another (harness.toml `base`)
+# Each base suite and its python3, the Python the harness wheels are fetched for.
+SUITE_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
 # Everything the agent is promised (python3 with venv/pip, numpy, Pillow, ffmpeg, node, git, curl,
 # procps); ca-certificates so TLS clients start cleanly even though there is no network.
 BASE_PACKAGES = [
@@ -70,7 +73,7 @@ DEBOOTSTRAP_TIMEOUT_S = 1800
 BUILD_TIMEOUT_S = 1800
 PIP_TIMEOUT_S = 900
 # Wheels are for the image's Python (Debian 12: CPython 3.11), not the host's.
-WHEEL_PYTHON = "3.11"
+WHEEL_PYTHON = SUITE_PYTHON[SUITE]
 
 DOCKERFILE = """\
 FROM {base}
@@ -134,9 +137,9 @@ def debian_mirror() -> str:
     return "http://deb.debian.org/debian"
 
 
-def base_hash() -> str:
+def base_hash(suite: str = SUITE) -> str:
     """Hash of what goes into the debootstrapped base (not the mirror: any mirror gives the same)."""
-    return _sha({"recipe": BASE_RECIPE, "suite": SUITE, "packages": sorted(BASE_PACKAGES),
+    return _sha({"recipe": BASE_RECIPE, "suite": suite, "packages": sorted(BASE_PACKAGES),
                  "arch": platform.machine(), "uid": AGENT_UID})
 
 
@@ -172,11 +175,13 @@ def _run_logged(cmd: list[str], log: Path, timeout_s: float, progress: Progress,
         raise InfraError(f"{what} failed (exit {code}); see {log}")
 
 
-def ensure_base(progress: Progress = None) -> str:
-    """The debootstrapped base image tag; built (debootstrap + docker import) if missing."""
+def ensure_base(progress: Progress = None, suite: str = SUITE) -> str:
+    """The debootstrapped base image tag of a Debian suite; built (debootstrap + docker import) if missing."""
+    if suite not in SUITE_PYTHON:
+        raise UserError(f"unknown base suite {suite!r}; known: {', '.join(SUITE_PYTHON)}")
     client = _client()
-    digest = base_hash()
-    tag = f"{BASE_REPO}:{SUITE}-{digest[:16]}"
+    digest = base_hash(suite)
+    tag = f"{BASE_REPO}:{suite}-{digest[:16]}"
     if _image_exists(client, tag):
         return tag
     if os.geteuid() != 0 or not shutil.which("debootstrap"):
@@ -190,9 +195,9 @@ def ensure_base(progress: Progress = None) -> str:
     rootfs = work / "rootfs"
     try:
         started = time.monotonic()
-        _say(progress, f"base: debootstrap {SUITE} from {mirror} (log {log})")
+        _say(progress, f"base: debootstrap {suite} from {mirror} (log {log})")
         _run_logged(["debootstrap", "--variant=minbase", "--components=main",
-                     "--include=" + ",".join(BASE_PACKAGES), SUITE, str(rootfs), mirror],
+                     "--include=" + ",".join(BASE_PACKAGES), suite, str(rootfs), mirror],
                     log, DEBOOTSTRAP_TIMEOUT_S, progress, "base")
         # Caches and docs are not part of what the agent is promised; they only make the tar big.
         for sub in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
@@ -204,7 +209,7 @@ def ensure_base(progress: Progress = None) -> str:
                         shutil.rmtree(child)
                     else:
                         child.unlink()
-        (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {SUITE} main\n")
+        (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main\n")
         _say(progress, f"base: debootstrap done in {time.monotonic() - started:.0f} s; docker import")
         tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", "-", "."],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -226,7 +231,7 @@ def ensure_base(progress: Progress = None) -> str:
             'CMD ["/bin/bash"]',
         ]
         try:
-            client.api.import_image_from_stream(chunks(), repository=BASE_REPO, tag=f"{SUITE}-{digest[:16]}",
+            client.api.import_image_from_stream(chunks(), repository=BASE_REPO, tag=f"{suite}-{digest[:16]}",
                                                 changes=changes)
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             raise InfraError(f"docker import of the base failed: {exc}") from None
@@ -274,19 +279,33 @@ def _filled_whole(home: Path, manifest: list[str]):
 def ensure_wheelhouse(harness: Harness, progress: Progress = None) -> Path | None:
     """The harness's wheels, downloaded on the host once per requirement list (cached by hash)."""
     specs = harness.install.pip_download
-    if not specs:
+    pinned = harness.install.pip_requirements
+    if not specs and not pinned:
         return None
-    key = _sha({"specs": specs, "python": WHEEL_PYTHON, "arch": platform.machine()})[:16]
+    lock = None
+    if pinned:
+        lock = harness.dir / pinned
+        if not lock.is_file() or lock.parent != harness.dir:
+            raise UserError(f"harness {harness.id}: pip_requirements {pinned} is not a file in {harness.dir}")
+    python = SUITE_PYTHON[harness.base]
+    key = _sha({"specs": specs, "python": python, "arch": platform.machine(),
+                "lock": hashlib.sha256(lock.read_bytes()).hexdigest() if lock else None})[:16]
     house = cache_dir() / "wheels" / key
     if (house / ".complete").is_file():
         return house
     logs = cache_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    _say(progress, f"wheels: pip download {' '.join(specs)}")
-    with _filled_whole(house, specs) as partial:
-        _run_logged([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
-                     "--python-version", WHEEL_PYTHON, "--implementation", "cp", "--dest", str(partial), *specs],
-                    logs / f"wheels-{key}.log", PIP_TIMEOUT_S, progress, "wheels")
+    _say(progress, f"wheels: pip download {' '.join(specs + ([pinned] if pinned else []))}")
+    download = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
+                "--python-version", python, "--implementation", "cp"]
+    with _filled_whole(house, specs + ([pinned] if pinned else [])) as partial:
+        if specs:
+            _run_logged([*download, "--dest", str(partial), *specs],
+                        logs / f"wheels-{key}.log", PIP_TIMEOUT_S, progress, "wheels")
+        if lock:
+            # The whole closure is in the file: no resolving, and every wheel's hash is checked.
+            _run_logged([*download, "--require-hashes", "--no-deps", "--dest", str(partial), "-r", str(lock)],
+                        logs / f"wheels-{key}.log", PIP_TIMEOUT_S, progress, "wheels")
     return house
 
 
@@ -425,7 +444,7 @@ def ensure_image(harness_id: str | Harness | None, base: str | None = None, prog
         except docker.errors.ImageNotFound:
             raise UserError(f"base image {base!r} is not on this machine (never pulled): load it, or omit --base") from None
     else:
-        base_id = client.images.get(ensure_base(progress)).id
+        base_id = client.images.get(ensure_base(progress, harness.base if harness else SUITE)).id
     wheels = ensure_wheelhouse(harness, progress) if harness else None
     node = ensure_node(progress)
     npm_tree = ensure_npm_tree(harness, progress) if harness else None
@@ -518,8 +537,16 @@ def list_images() -> list[dict]:
 
 
 def current_tags() -> set[str]:
-    """Tags the code would use now (base + one layer per known harness, when computable cheaply)."""
-    return {f"{BASE_REPO}:{SUITE}-{base_hash()[:16]}"}
+    """The base tags the code would use now: the default suite's and each known harness's."""
+    from showcase.harness import known_harnesses
+
+    suites = {SUITE}
+    for harness_id in known_harnesses():
+        try:
+            suites.add(load_harness(harness_id).base)
+        except UserError:
+            continue
+    return {f"{BASE_REPO}:{suite}-{base_hash(suite)[:16]}" for suite in suites}
 
 
 def prune_images(all_images: bool = False) -> list[str]:
@@ -529,20 +556,18 @@ def prune_images(all_images: bool = False) -> list[str]:
     Images used by a container are left alone (the engine refuses), and that is reported.
     """
     client = _client()
-    keep_base = None if all_images else next(iter(current_tags()))
-    keep_base_id = None
-    if keep_base and _image_exists(client, keep_base):
-        keep_base_id = client.images.get(keep_base).id
+    keep_base_ids = set() if all_images else {client.images.get(tag).id for tag in current_tags()
+                                              if _image_exists(client, tag)}
     removed = []
     images = list_images()
     # layers first, so a base is not held by its children
     for info in sorted(images, key=lambda i: i["kind"] != "layer"):
         if not all_images:
-            if info["id"] == keep_base_id:
+            if info["id"] in keep_base_ids:
                 continue
-            if info["kind"] == "layer" and keep_base_id:
+            if info["kind"] == "layer" and keep_base_ids:
                 parent_chain = client.api.history(info["id"])
-                if any(h.get("Id") == keep_base_id for h in parent_chain) and _is_newest_layer(info, images):
+                if any(h.get("Id") in keep_base_ids for h in parent_chain) and _is_newest_layer(info, images):
                     continue
         for tag in info["tags"] or [info["id"]]:
             try:
