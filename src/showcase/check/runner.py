@@ -164,8 +164,12 @@ class _Measure:
         return max(self.t.window_s, min(self.t.window_max_s, self.bp.remaining() - rest))
 
     def step_bound(self, steps_left: int) -> float:
-        # a screenshot and an input each wait for a frame or two besides the step's own frames
-        return max(self.t.step_s, min(self.t.step_max_s, (self.bp.remaining() - 1) / steps_left - 4 * (self.frame_s or 0.5)))
+        """How long a step may wait for its frames, from the call that waits (after its input)."""
+        # a screenshot and an input each wait for a frame or two besides the step's own frames;
+        # short of time a step still gets its input's frame and one more, never the bare 0.7 s
+        frame = self.frame_s or 0.5
+        floor = min(self.t.step_max_s, max(self.t.step_s, 2.5 * frame))
+        return max(floor, min(self.t.step_max_s, (self.bp.remaining() - 1) / steps_left - 4 * frame))
 
     async def controls(self) -> None:
         """Six chained steps: baseline, wheel in, wheel out, baseline, drag, drag back.
@@ -195,25 +199,56 @@ class _Measure:
 
     async def _steps(self, plan: list, t0: float, shots: list[tuple[str, bytes]]) -> None:
         t = self.t
-        for i, (name, action) in enumerate(plan):
-            if action is not None:
-                await action()
-            bound = self.step_bound(len(plan) - i)
-            more = "true" if i < len(plan) - 1 else "false"
-            after_input = "true" if action is not None else "false"
-            what = f"reading the {name} step"
-            got = await self.bp.probe(
-                f"this.waitFrames({int(t.step_min_frames)}, {t.step_s * 1000:.0f}, {bound * 1000:.0f}, {more}, {after_input})",
-                what, wait_s=bound)
-            if not isinstance(got, dict) or not isinstance(got.get("frames"), (int, float)):
-                await self.bp.garbled(what, got)
-            now = time.monotonic()
-            self.m.observed_s += now - t0
-            t0 = now
-            png = await self.bp.screenshot(t.screenshot_timeout_s)
-            self.m.last_shot = png
-            self.m.steps[name] = got
-            shots.append((name, png))
+        pending = None  # the screenshot that closes the step before, taken while a baseline runs
+        spent = {"inputs": 0.0, "frames": 0.0, "screenshots": 0.0}
+        try:
+            for i, (name, action) in enumerate(plan):
+                if action is not None:
+                    c = time.monotonic()
+                    await action()
+                    spent["inputs"] += time.monotonic() - c
+                bound = self.step_bound(len(plan) - i)
+                more = "true" if i < len(plan) - 1 else "false"
+                after_input = "true" if action is not None else "false"
+                what = f"reading the {name} step"
+                c = time.monotonic()
+                call = self.bp.probe(
+                    f"this.waitFrames({int(t.step_min_frames)}, {t.step_s * 1000:.0f}, {bound * 1000:.0f}, {more}, {after_input})",
+                    what, wait_s=bound)
+                got, png = await _both(call, pending) if pending is not None else (await call, None)
+                if png is not None:
+                    shots.append((plan[i - 1][0], png))
+                pending = None
+                if not isinstance(got, dict) or not isinstance(got.get("frames"), (int, float)):
+                    await self.bp.garbled(what, got)
+                now = time.monotonic()
+                spent["frames"] += now - c
+                self.m.observed_s += now - t0
+                t0 = now
+                self.m.steps[name] = got
+                # The step is over in the page (the next window is open). Its closing screenshot
+                # must come before the next input; before a baseline it is taken while that runs.
+                nxt = plan[i + 1][1] if i + 1 < len(plan) else None
+                if i + 1 < len(plan) and nxt is None:
+                    pending = self._timed_shot(spent)
+                    continue
+                c = time.monotonic()
+                png = await self.bp.screenshot(t.screenshot_timeout_s)
+                spent["screenshots"] += time.monotonic() - c
+                self.m.last_shot = png
+                shots.append((name, png))
+        finally:
+            if pending is not None:
+                pending.close()
+            for k, v in spent.items():
+                self.m.phases[f"controls: {k}"] = round(v, 2)
+
+    async def _timed_shot(self, spent: dict) -> bytes:
+        c = time.monotonic()
+        png = await self.bp.screenshot(self.t.screenshot_timeout_s)
+        spent["screenshots"] += time.monotonic() - c
+        self.m.last_shot = png
+        return png
 
     async def wheel(self, sign: int) -> None:
         spec = self.r.items["10"]

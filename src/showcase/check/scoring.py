@@ -248,15 +248,18 @@ class _Scorer:
     def _answers(self, kind: str, fwd: dict, back: dict, bases: list[dict], camera: bool) -> tuple[bool, dict]:
         """Does the input and its reverse answer beyond what the page does on its own?
 
-        With a camera: the signed change (wheel: zoom, negative is closer; drag: the view's yaw)
-        of the reverse step minus that of the input step, each less the page's own motion over
-        that step: the rate its camera moved at in the baselines (right before; for the wheel
-        also right after, the rate taken as changing linearly in between), over the frames the
-        step rendered. A tour that zooms or turns on its own, even one that speeds up, turns
-        round or is drawn at an uneven frame rate, moves both steps alike and cancels; an answer
-        flips sign with the input. Without a camera: each step's changed pixels beat the
-        baselines'. Either way both steps' pictures must change (min_visible_share outside the
-        page's text).
+        With a camera the answer is a reversal: counted from the last frame before each input
+        reached the page, the wheel in must zoom in and the wheel out zoom out (each by margin_zoom,
+        the two by twice that), the drag must turn the view one way and the drag back the other
+        (the two by twice margin_degrees). A page's own motion that keeps its direction (a tour
+        that zooms or turns, at any speed) moves both steps the same way and can pass at most one
+        of them, so it is not subtracted: a tour that pauses on input is not charged for motion it
+        did not make. Only when the page's own zoom turned round between the baseline right before
+        the wheel and the one right after (their last and first frames) could it pass for a
+        reversal: then its rate, taken as changing linearly between them, is subtracted from each
+        step and how far that guess can be off is added to the margin. Without a camera: each
+        step's changed pixels beat the baselines'. Either way both steps' pictures must change
+        (min_visible_share outside the page's text).
         """
         spec = self.r.items["10"]
         base = bases[0]
@@ -267,22 +270,25 @@ class _Scorer:
             "baseline_pixel_share": max(b["pixel_share"] for b in bases),
         }
         ok = self._pixels_answer(fwd, bases) and self._pixels_answer(back, bases)
-        key = "signed_zoom" if kind == "wheel" else "signed_yaw"
-        (own_fwd, unc_fwd), (own_back, unc_back) = _own_motion(key, fwd, bases), _own_motion(key, back, bases)
-        d = (back.get(key, 0.0) - own_back) - (fwd.get(key, 0.0) - own_fwd)
-        if camera and kind == "wheel":  # in, then out: > 0
-            # How far a straight-line guess of the page's own zoom rate can be off (half its change
-            # between the baselines, over the steps) is added to the margin the answer must beat.
-            need = 2 * spec["margin_zoom"] + (unc_fwd + unc_back) / 4
-            figs.update(zoom_in=round(fwd.get(key, 0.0), 4), zoom_out=round(back.get(key, 0.0), 4),
-                        baseline_zoom=round(base.get(key, 0.0), 4), own_zoom_in=round(own_fwd, 4),
-                        own_zoom_out=round(own_back, 4), zoom_response=round(d, 4), zoom_needed=round(need, 4))
-            ok = ok or d >= need
-        elif camera:  # one way, then back: either sign
-            figs.update(yaw=round(fwd.get(key, 0.0), 2), yaw_back=round(back.get(key, 0.0), 2),
-                        baseline_yaw=round(base.get(key, 0.0), 2), own_yaw=round(own_fwd, 2),
-                        own_yaw_back=round(own_back, 2), yaw_response=round(abs(d), 2))
-            ok = ok or abs(d) >= 2 * spec["margin_degrees"]
+        f, b = _response(fwd, "zoom" if kind == "wheel" else "yaw"), _response(back, "zoom" if kind == "wheel" else "yaw")
+        if camera and kind == "wheel":  # in (< 0), then out (> 0)
+            before, after = _rate(bases[0], 1, end=True), _rate(bases[1], 1, end=False) if len(bases) > 1 else None
+            turned = before is not None and after is not None and before[1] * after[1] < 0 and \
+                min(abs(before[1]), abs(after[1])) > 0.1 * max(abs(before[1]), abs(after[1]))
+            (own_f, unc_f), (own_b, unc_b) = ((_own(fwd, before, after), _own(back, before, after)) if turned
+                                              else ((0.0, 0.0), (0.0, 0.0)))
+            zin, zout = f - own_f, b - own_b
+            m = spec["margin_zoom"]
+            need = 2 * m + (unc_f + unc_b) / 4
+            figs.update(zoom_in=round(f, 4), zoom_out=round(b, 4), baseline_zoom=round(base.get("signed_zoom", 0.0), 4),
+                        own_zoom_turned=turned, own_zoom_in=round(own_f, 4), own_zoom_out=round(own_b, 4),
+                        zoom_response=round(zout - zin, 4), zoom_needed=round(need, 4))
+            ok = ok or (zin <= -m and zout >= m and zout - zin >= need)
+        elif camera:  # one way, then back: either way round
+            d = b - f
+            figs.update(yaw=round(f, 2), yaw_back=round(b, 2), baseline_yaw=round(base.get("signed_yaw", 0.0), 2),
+                        yaw_response=round(abs(d), 2) if f * b < 0 else 0.0)
+            ok = ok or (f * b < 0 and abs(d) >= 2 * spec["margin_degrees"])
         ok = ok and seen  # a camera that moves over a picture that does not change answers nothing
         figs["answered"] = ok
         return ok, figs
@@ -304,43 +310,39 @@ class _Scorer:
         return self.item("10", 0, figs, f"the {missing} did not change the picture beyond the no-input baseline")
 
 
-def _span(w: dict) -> tuple[float, float] | None:
-    """The page times of the two rendered poses a window's signed figures compare (None: no frame)."""
-    t0, t1 = w.get("pose_t0"), w.get("pose_t1")
-    if isinstance(t0, (int, float)) and isinstance(t1, (int, float)) and t1 > t0:
-        return float(t0), float(t1)
-    return None
+def _response(step: dict, key: str) -> float:
+    """The step's signed zoom or yaw from the last frame before its input reached the page."""
+    v = step.get(f"input_{key}")
+    return float(v) if isinstance(v, (int, float)) else float(step.get(f"signed_{key}", 0.0))
 
 
-def _own_motion(key: str, step: dict, bases: list[dict]) -> tuple[float, float]:
-    """The page's own motion over `step`: its rate in the baselines (one: constant; two: changing
-    linearly between their middles, or none when it had stopped by the second) times the time the
-    step's rendered frames span; and how far that guess may be off (the change of rate between two
-    baselines times that time)."""
-    span = _span(step)
-    if span is None:
+def _rate(base: dict, col: int, end: bool) -> tuple[float, float] | None:
+    """The page's own rate of change (per second of page time) of trace column `col` (1 zoom,
+    2 yaw) over a baseline's first (or last) frames: at least two frame intervals and at least
+    half a second where it has them. Returns (page time of the middle, rate); None without frames."""
+    rows = [r for r in base.get("tail" if end else "head") or [] if isinstance(r, list) and len(r) == 3]
+    if len(rows) < 2:
+        return None
+    rows = rows[::-1] if end else rows
+    k = 2
+    while k < len(rows) - 1 and abs(rows[k][0] - rows[0][0]) < 0.5:
+        k += 1
+    a, z = rows[0], rows[min(k, len(rows) - 1)]
+    if z[0] == a[0]:
+        return None
+    return (a[0] + z[0]) / 2, (z[col] - a[col]) / (z[0] - a[0])
+
+
+def _own(step: dict, before: tuple[float, float], after: tuple[float, float]) -> tuple[float, float]:
+    """The page's own zoom over the part of `step` after its input (its rate changing linearly
+    from `before` to `after`), and how far that guess may be off (the change of rate times that time)."""
+    t0, t1 = step.get("input_t0"), step.get("pose_t1")
+    if not isinstance(t0, (int, float)) or not isinstance(t1, (int, float)) or t1 <= t0:
         return 0.0, 0.0
-    rates = []
-    for b in bases:
-        bs = _span(b)
-        if bs is not None:
-            rates.append(((bs[0] + bs[1]) / 2, b.get(key, 0.0) / (bs[1] - bs[0])))
-    if not rates:
-        return 0.0, 0.0
-    if len(rates) == 2 and abs(rates[1][1]) <= 0.1 * abs(rates[0][1]) + 1e-4:
-        # The page's own motion had stopped by the baseline after: a tour that hands the camera
-        # to the viewer stops at the input, so the steps carry none of it (a tour turning round
-        # is almost never still at that very moment).
-        return 0.0, 0.0
-    mid, dur = (span[0] + span[1]) / 2, span[1] - span[0]
-    if len(rates) == 1 or rates[1][0] - rates[0][0] <= 0:
-        rate = sum(r for _, r in rates) / len(rates)
-    else:
-        (ta, ra), (tb, rb) = rates[0], rates[1]
-        k = min(1.0, max(0.0, (mid - ta) / (tb - ta)))
-        rate = ra + (rb - ra) * k
-    spread = max(r for _, r in rates) - min(r for _, r in rates)
-    return rate * dur, spread * dur
+    (ta, ra), (tb, rb) = before, after
+    mid, dur = (t0 + t1) / 2, t1 - t0
+    k = min(1.0, max(0.0, (mid - ta) / (tb - ta))) if tb > ta else 0.5
+    return (ra + (rb - ra) * k) * dur, abs(rb - ra) * dur
 
 
 def score(m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None = None,
