@@ -50,7 +50,7 @@ def test_the_zooming_tour_alone_does_not_answer_the_wheel(scored):
     assert not ten.figures["wheel"]["answered"], ten.figures["wheel"]
 
 
-@pytest.mark.xfail(reason="known gap (rubric 2.1): with the machine busy (load average 7-30 here) a screenshot of "
+@pytest.mark.xfail(reason="known gap (rubric 2.2): with the machine busy (load average 7-30 here) a screenshot of "
                           "this page can wait 12-20 s while its frames go on, or its first frame block the page "
                           "over 10 s; the controls themselves now cost their frames, not one frame per event",
                    strict=False)
