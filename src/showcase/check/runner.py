@@ -21,14 +21,15 @@ import numpy as np
 from showcase import __version__
 from showcase.browser.cdn import OfflineCdn
 from showcase.browser.launch import chromium_version, launch_browser
-from showcase.check.cpu import ForeignCpu, find_pid_with_arg
 from showcase.check.models import CheckReport
 from showcase.check.pixels import changed_share, off_dominant_share, text_mask, to_array
 from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
+from showcase.browser.seal import browser_pid
 from showcase.check.session import BoundedPage, StopMeasuring, webgl_renderer
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
+from showcase.run.monitor import ForeignProcessMonitor
 from showcase.task import load_task
 
 
@@ -341,11 +342,11 @@ async def check_page(
     # Unpack the import-map files while the browser starts (the first time in a process takes ~1 s).
     warm = asyncio.create_task(asyncio.to_thread(_warm, cdn))
     chromium = asyncio.create_task(asyncio.to_thread(cached_chromium_version))
-    cpu = ForeignCpu()
     marker = f"--showcase-check={uuid.uuid4().hex}"  # tags our browser process for the CPU meter
     async with launch_browser(rubric.renderer, [marker] + list(extra_browser_args or [])) as browser:
-        cpu.browser_pid = find_pid_with_arg(marker)
-        cpu.start()
+        # Two samples, no thread: nothing of ours samples while the page is timed.
+        cpu = ForeignProcessMonitor(interval_s=None, run_pids=[browser_pid(marker)], own_descendants=False)
+        await asyncio.to_thread(cpu.start)
         renderer = await webgl_renderer(browser)
         # The page's share of the time bound starts when its page opens: a slow launch is the machine's.
         deadline = time.monotonic() + rubric.timing.max_check_s - rubric.timing.close_reserve_s
@@ -362,7 +363,8 @@ async def check_page(
         except asyncio.TimeoutError:
             measure.m.stopped = measure.m.stopped or "the check's time bound was reached"
         finally:
-            foreign = cpu.cores()
+            await asyncio.to_thread(cpu.stop)
+            foreign = cpu.foreign_cores()
             await bp.close()
         m = measure.m
         m.phases = {"launch": launched_s, **m.phases}
