@@ -515,12 +515,46 @@ class DockerSandbox(Sandbox):
             if report is not None:
                 self.space_report = report
 
+    def processes(self) -> list[int]:
+        if self.container is None:
+            return []
+        try:
+            top = self.container.top(ps_args="-eo pid")
+            return [int(row[0]) for row in top.get("Processes") or []]
+        except (docker.errors.DockerException, ValueError, IndexError, TypeError):
+            return []
+
+    def host_pid(self) -> int | None:
+        if self.container_id is None:
+            return None
+        try:
+            return int(self.client.api.inspect_container(self.container_id)["State"]["Pid"]) or None
+        except (docker.errors.DockerException, KeyError, ValueError, TypeError):
+            return None
+
     @classmethod
-    def remove_leftovers(cls) -> list[str]:
-        """Containers labelled RUN_LABEL whose owner process is gone (or, unowned, past their deadline)."""
+    def remove_run(cls, run_dir: Path) -> list[str]:
         try:
             client = docker.from_env(timeout=30)
-            found = client.containers.list(all=True, filters={"label": RUN_LABEL})
+            found = client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={Path(run_dir).resolve()}"})
+        except docker.errors.DockerException:
+            return []
+        removed = []
+        for c in found:
+            try:
+                c.remove(force=True)
+                removed.append(f"removed the run's leftover container {c.name}")
+            except docker.errors.APIError as exc:
+                if not isinstance(exc, docker.errors.NotFound):
+                    removed.append(f"could not remove {c.name}: {exc.explanation or exc}")
+        return removed
+
+    @classmethod
+    def remove_leftovers(cls, label: str = RUN_LABEL) -> list[str]:
+        """Containers labelled `label` whose owner process is gone (or, unowned, past their deadline)."""
+        try:
+            client = docker.from_env(timeout=30)
+            found = client.containers.list(all=True, filters={"label": label})
         except docker.errors.DockerException:
             return []
         removed = []
@@ -539,7 +573,7 @@ class DockerSandbox(Sandbox):
                 continue
             try:
                 c.remove(force=True)
-                removed.append(f"removed the leftover container {c.name} of a dead run in {labels[RUN_LABEL]}")
+                removed.append(f"removed the leftover container {c.name} of a dead run in {labels[label]}")
             except docker.errors.APIError as exc:
                 if "already in progress" not in str(exc) and not isinstance(exc, docker.errors.NotFound):
                     removed.append(f"could not remove the leftover container {c.name}: {exc.explanation or exc}")
