@@ -78,6 +78,9 @@ class SandboxSpec(BaseModel):
     relay_ready_s: float = Field(30, gt=0, description="how long start() waits for the relay to answer")
     chown_workdir: bool = Field(True, description="give /work's host folder to the sandbox user (when run as root)")
     labels: dict[str, str] = Field(default_factory=dict, description="extra labels on the container")
+    sweep_label: str = Field(RUN_LABEL, description="the leftover sweep that may remove this sandbox (and the disk "
+                             "space the backend made for it) once its owner is gone: `remove_leftovers(label)`; "
+                             "labels should name the run's folder under this key")
     name: str | None = Field(None, description="container name (default: showcase-<random>)")
 
     @field_validator("memory", "tmpfs_tmp", "tmpfs_home")
