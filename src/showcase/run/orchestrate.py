@@ -1,4 +1,4 @@
-"""`showcase run`: the voxel task from an empty folder to a scored result, and `finalize`.
+"""`showcase run`: a task from an empty folder to a scored result, and `finalize`.
 
 Everything is written as it happens (versions, gate log, events), so if showcase itself is
 killed mid-run nothing is lost and `finalize` completes the run from disk.
@@ -27,7 +27,7 @@ from showcase.run.options import RunOptions
 from showcase.run.shot import shot_route, write_tools
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
 from showcase.sandbox.base import RUN_LABEL
-from showcase.task import Task, load_task
+from showcase.task import DEFAULT_OUTPUT_FILE, Task, load_task
 
 Progress = Callable[[str], None]
 
@@ -176,23 +176,23 @@ def _refusal_recorder(layout: RunLayout, events: "EventLog"):
     return record
 
 
-def _quick_check_dict(npm_dir: Path | None, service=None, priority: int | None = None):
+def _quick_check_dict(npm_dir: Path | None, service=None, priority: int | None = None, task: Task | None = None):
     """The browser's quick load check, as the shot endpoint and the watcher want it.
 
     service: the run's browser (showcase.browser.service) to check in at `priority`; None: a
-    browser of the check's own.
+    browser of the check's own. task: whose import map the page may use.
     """
     from showcase.browser.service import ORDINARY
     from showcase.check.quick import load_check
 
     async def check(html: bytes, png: Path | None) -> dict:
         if service is None:
-            result = await load_check(html, screenshot_path=png, npm_dir=npm_dir)
+            result = await load_check(html, screenshot_path=png, npm_dir=npm_dir, task=task)
         else:
             level = ORDINARY if priority is None else priority
             result = await service.run_async(
                 lambda browser: load_check(html, screenshot_path=png, npm_dir=npm_dir, browser=browser,
-                                           opening=service.opening(level)),
+                                           opening=service.opening(level), task=task),
                 level,
             )
         return result.model_dump(mode="json")
@@ -293,7 +293,7 @@ def write_run_files(plan: RunPlan) -> RunLayout:
                      source_path=str(opts.sampling_file) if opts.sampling_file else None),
     )
     (layout.task_dir / "prompt.txt").write_bytes(plan.task.prompt_bytes)
-    write_tools(layout.tools_dir)
+    write_tools(layout.tools_dir, plan.task.output_file)
     return layout
 
 
@@ -343,7 +343,7 @@ def make_gate(plan: RunPlan, layout: RunLayout, key: str, shot_check, on_refused
             log_dir=layout.root,
         ),
         extra_routes=[shot_route(layout.work, shot_check, page_cap=task.page_cap_bytes,
-                                 on_refused=on_refused)],
+                                 on_refused=on_refused, page_name=task.output_file)],
     )
 
 
@@ -372,7 +372,7 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
     # Launched only once the run starts (below); events exist by the time a restart can happen.
     browser = _run_browser(lambda event, **detail: events(event, **detail))
     key = secrets.token_urlsafe(24)
-    gate = make_gate(plan, layout, key, _quick_check_dict(opts.npm_dir, browser, URGENT),
+    gate = make_gate(plan, layout, key, _quick_check_dict(opts.npm_dir, browser, URGENT, task),
                      lambda name, why: refusals(name, why))
     spec = sandbox_spec(plan, layout, image, key)
     _write_contract(layout, opts, task, harness, plan.sampling, spec, image, plan.limit_s, plan.inject_s,
@@ -405,7 +405,7 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
         file_name=task.output_file,
         clock=lambda: time.monotonic() - events.t0,
         last_request_id=lambda: gate.last_request_id,
-        load_check=_watcher_check(_quick_check_dict(opts.npm_dir, browser)),
+        load_check=_watcher_check(_quick_check_dict(opts.npm_dir, browser, task=task)),
         page_cap=task.page_cap_bytes,
         on_refused=refusals,
         check_workers=CHECK_PARALLEL,
@@ -673,6 +673,7 @@ class FinalizeState:
     log: EventLog
     phase_log: Callable[..., None]  # the phase timings: only the first finalize of a run adds them
     interrupted: bool
+    task: Task | None  # None: the contract names a task this machine does not have
     page_name: str
     page_cap: int
 
@@ -719,7 +720,7 @@ def settle_run(run_dir: Path, say: Progress, clock_t0: float | None) -> Finalize
         task = load_task(contract.task_id)
         page_name, page_cap = task.output_file, task.page_cap_bytes
     except UserError:
-        page_name, page_cap = Task.model_fields["output_file"].default, DEFAULT_PAGE_CAP
+        task, page_name, page_cap = None, DEFAULT_OUTPUT_FILE, DEFAULT_PAGE_CAP
     space = RunSpace(layout.root)
     try:
         owner = space.state().owner if space.state_path.is_file() else None
@@ -746,7 +747,7 @@ def settle_run(run_dir: Path, say: Progress, clock_t0: float | None) -> Finalize
         events = read_events(layout)
     return FinalizeState(layout=layout, contract=contract, events=events, log=log,
                          phase_log=log if first_finalize else (lambda event, **detail: None),
-                         interrupted=interrupted, page_name=page_name, page_cap=page_cap)
+                         interrupted=interrupted, task=task, page_name=page_name, page_cap=page_cap)
 
 
 def choose_version(state: FinalizeState, npm_dir: Path | None, say: Progress):
@@ -762,7 +763,7 @@ def choose_version(state: FinalizeState, npm_dir: Path | None, say: Progress):
     if recovered:
         say(f"finalize: {len(recovered)} version(s) recovered from versions/")
     versions, final_sha = _catch_up_versions(layout, start_epoch, npm_dir, say, state.page_name, state.page_cap,
-                                             _refusal_recorder(layout, state.log))
+                                             _refusal_recorder(layout, state.log), state.task)
     choice = choose_final(versions, final_sha)
     write_json_atomic(layout.final_choice, choice)
     say(f"final choice: {choice.rule_text}")
@@ -780,7 +781,7 @@ def score_version(state: FinalizeState, chosen: Path, n: int, npm_dir: Path | No
     phase = time.monotonic()
     # The stored bytes as they are, whatever their encoding or content: the browser judges them.
     report = asyncio.run(check_page(chosen.read_bytes(), npm_dir=npm_dir,
-                                    screenshot_path=layout.screenshot, page_name=str(chosen)))
+                                    screenshot_path=layout.screenshot, page_name=str(chosen), task=state.task))
     write_report(report, layout.root)
     state.phase_log("check_done", seconds=round(time.monotonic() - phase, 3))
     say(report.summary)
@@ -789,7 +790,7 @@ def score_version(state: FinalizeState, chosen: Path, n: int, npm_dir: Path | No
 
         say(f"clip: recording {clip_seconds:.0f} s on a virtual clock")
         phase = time.monotonic()
-        result = record_clip_file(chosen, layout.clip, seconds=clip_seconds, npm_dir=npm_dir)
+        result = record_clip_file(chosen, layout.clip, seconds=clip_seconds, npm_dir=npm_dir, task=state.task)
         write_json_atomic(layout.clip_info, result)
         state.phase_log("clip_done", seconds=round(time.monotonic() - phase, 3), clip_seconds=clip_seconds)
         if result.note:
@@ -899,7 +900,7 @@ def _mtime_iso(path: Path) -> str:
 
 
 def _catch_up_versions(layout: RunLayout, start_epoch: float | None, npm_dir: Path | None, say: Progress,
-                       page_name: str, page_cap: int, on_refused):
+                       page_name: str, page_cap: int, on_refused, task: Task | None = None):
     """Take the file as it is now if it is new, and load-check every version not checked yet.
 
     Returns the versions and the sha256 of the page file as this last snapshot read it (None: no
@@ -915,7 +916,7 @@ def _catch_up_versions(layout: RunLayout, start_epoch: float | None, npm_dir: Pa
             layout.root,
             file_name=page_name,
             clock=(lambda: time.time() - start_epoch) if start_epoch else None,
-            load_check=_watcher_check(_quick_check_dict(npm_dir, browser)),
+            load_check=_watcher_check(_quick_check_dict(npm_dir, browser, task=task)),
             page_cap=page_cap,
             on_refused=on_refused,
             check_workers=CHECK_PARALLEL,
