@@ -38,6 +38,7 @@ def run(
     base_image: str | None = typer.Option(None, help="Build on this local image instead of a debootstrapped Debian."),
     npm_dir: Path | None = typer.Option(None, envvar="SHOWCASE_NPM_DIR", help="Folder of the import map's npm tarballs."),
     clip: bool = typer.Option(True, help="Record clip.mp4 of the version that counts."),
+    clip_seconds: float = typer.Option(15, help="Length of the clip in seconds (on the page's virtual clock)."),
 ) -> None:
     """Run the task once: a sealed agent, every version kept, the check, the clip, the report.
 
@@ -51,7 +52,7 @@ def run(
         upstream_key=os.environ.get("SHOWCASE_UPSTREAM_KEY"), sampling_file=sampling_file,
         limit_s=limit_s, inject_after_s=inject_after_s, answer_limit=answer_limit, ctx=ctx,
         memory=memory, disk=disk, cpus=cpus, pids_limit=pids_limit, backend=backend, base_image=base_image,
-        npm_dir=npm_dir, clip=clip, command_line=["showcase", *sys.argv[1:]],
+        npm_dir=npm_dir, clip=clip, clip_seconds=clip_seconds, command_line=["showcase", *sys.argv[1:]],
     )
     folder = execute_run(opts, say=_say)
     print(folder)
