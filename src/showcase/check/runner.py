@@ -20,6 +20,7 @@ import numpy as np
 
 from showcase import __version__
 from showcase.browser.cdn import OfflineCdn
+from showcase.task import NpmPackage, Task
 from showcase.browser.launch import chromium_version, launch_browser
 from showcase.check.cpu import ForeignCpu, find_pid_with_arg
 from showcase.check.models import CheckReport
@@ -29,7 +30,7 @@ from showcase.check.scoring import score
 from showcase.check.session import BoundedPage, StopMeasuring, webgl_renderer
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
-from showcase.task import NpmPackage, Task, load_task
+from showcase.task import load_task
 
 
 @dataclass
