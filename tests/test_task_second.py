@@ -23,11 +23,11 @@ SCENE_TASK = Path(__file__).resolve().parent / "tasks" / "scene"
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>Noise Hills</title>
 <script type="importmap">
-{ "imports": { %s } }
+{ "imports": { IMPORTS } }
 </script></head>
 <body style="margin:0"><canvas id="c" width="640" height="360"></canvas>
 <script type="module">
-%s
+EXTRA
 import { createNoise2D } from 'simplex-noise';
 const noise = createNoise2D(() => 0.5);
 const ctx = document.getElementById('c').getContext('2d');
@@ -43,8 +43,8 @@ NOISE = '"simplex-noise": "https://cdn.jsdelivr.net/npm/simplex-noise@4.0.3/dist
 THREE = '"three": "https://cdn.jsdelivr.net/npm/three@0.170.0/build/three.module.js"'
 # Version 1 uses the task's one package. Version 2 also imports three: the voxel task offers it,
 # this one does not, so under this task's import map version 2 does not load and version 1 counts.
-V1 = PAGE % (NOISE, "")
-V2 = PAGE % (NOISE + ", " + THREE, "import * as THREE from 'three';")
+V1 = PAGE.replace("IMPORTS", NOISE).replace("EXTRA", "")
+V2 = PAGE.replace("IMPORTS", NOISE + ", " + THREE).replace("EXTRA", "import * as THREE from 'three';")
 
 
 def write(page: str) -> dict:
