@@ -18,6 +18,7 @@ from showcase.check.rubric import load_script
 from showcase.check.runner import offline_cdn
 from showcase.check.session import BoundedPage, StopMeasuring
 from showcase.io import write_bytes_atomic
+from showcase.task import Task
 
 QUICK_RENDERER = "llvmpipe"
 NAVIGATION_TIMEOUT_S = 30.0
@@ -34,14 +35,16 @@ async def load_check(
     ready_timeout_s: float = 30.0,
     browser: Browser | None = None,
     opening: AbstractAsyncContextManager | None = None,
+    task: Task | None = None,
 ) -> LoadCheck:
     """Navigate, wait for ready (bounded), settle, screenshot; errors up to ready + settle.
 
     browser: a running browser to open the page in (a fresh context); None: launch one for it.
     opening: held while the page opens and navigates (the run's browser opens one at a time).
+    task: whose import map the offline CDN answers (None: the default task's).
     """
     started = time.monotonic()
-    cdn = offline_cdn(npm_dir)
+    cdn = offline_cdn(npm_dir, task)
     deadline = started + NAVIGATION_TIMEOUT_S + ready_timeout_s + settle_s + 2 * CALL_TIMEOUT_S
     shot_written = None
     async with (nullcontext(browser) if browser is not None else launch_browser(QUICK_RENDERER)) as browser:

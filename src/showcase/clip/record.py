@@ -30,7 +30,7 @@ from showcase.browser.page import PAGE_URL, PageSession, open_page
 from showcase.clip.encode import Mp4Writer, ffmpeg_version
 from showcase.clip.model import ClipResult, FrameStep
 from showcase.errors import InfraError, UserError
-from showcase.task import load_task
+from showcase.task import Task, load_task
 
 Progress = Callable[[int, int], None]
 
@@ -382,7 +382,7 @@ async def record_clip(
     npm_dir: Path | None = None,
     progress: Progress | None = None,
     renderer: str | None = None,
-    task: str = "voxel",
+    task: Task | None = None,
     frame_timeout_s: float = FRAME_TIMEOUT_S,
     budget_s: float = BUDGET_S,
     seed: int = RANDOM_SEED,
@@ -404,7 +404,7 @@ async def record_clip(
     out = Path(out)
     if out.is_dir():
         raise UserError(f"{out} is a folder; give the clip's file name, e.g. {out / 'clip.mp4'}")
-    cdn = OfflineCdn(load_task(task).npm, npm_dir)
+    cdn = OfflineCdn((task or load_task()).npm, npm_dir)  # the task's import map (None: the default task's)
 
     order = [renderer] if renderer else RENDERER_ORDER
     for i, name in enumerate(order):
