@@ -20,7 +20,7 @@ import numpy as np
 
 from showcase import __version__
 from showcase.browser.cdn import OfflineCdn
-from showcase.task import NpmPackage, Task
+from showcase.task import NpmPackage, Task, load_task
 from showcase.browser.launch import chromium_version, launch_browser
 from showcase.check.models import CheckReport
 from showcase.check.pixels import changed_share, off_dominant_share, text_mask, to_array
@@ -31,7 +31,6 @@ from showcase.check.session import BoundedPage, StopMeasuring, webgl_renderer
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
 from showcase.run.monitor import ForeignProcessMonitor
-from showcase.task import load_task
 
 
 @dataclass
