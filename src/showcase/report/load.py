@@ -227,6 +227,21 @@ class RunView:
                 out.append(Item(it.id, it.name, it.points, it.max_points, it.passed, it.reason, flatten(it.figures)))
         return out
 
+    def figure(self, item_id: str, key: str) -> float | None:
+        """One number the check measured (e.g. item 5's fps), None when not recorded."""
+        it = next((i for i in self.check.items if i.id == item_id), None) if self.check else None
+        return _number(it.figures.get(key)) if it else None
+
+    @property
+    def item_points(self) -> dict[str, float | None]:
+        return {it.id: it.points for it in self.items}
+
+    @property
+    def rubric_version(self) -> str | None:
+        if self.check:
+            return self.check.rubric_version
+        return self.contract.checker_rubric_version if self.contract else None
+
     @property
     def items_lost(self) -> str:
         """'frame rate 0.5/1, controls 0/1': the items that did not get all their points."""

@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 
 from showcase import __version__
+from showcase.check.rubric import load_rubric
 from showcase.errors import InfraError, UserError
 from showcase.io import write_text_atomic
 from showcase.report.load import RunView, flatten, fmt_value, load_run, looks_like_run
@@ -338,8 +339,14 @@ def write_comparison(run_dirs: list[Path], out: Path) -> Path:
         a["report"] = _href(report, out.parent) if report.is_file() else None
         rows.append({"run": run, "a": a})
     on_purpose, suspect = contract_differences([r["run"] for r in rows])
+    # Scores of different rubric versions are not comparable: the most common version is the
+    # page's, every other one is marked on its row.
+    versions = [r["run"].rubric_version for r in rows if r["run"].rubric_version]
+    main_rubric = max(set(versions), key=versions.count) if versions else None
     text = _env().get_template("compare.html.j2").render(
-        rows=rows, on_purpose=on_purpose, suspect=suspect, generated=_now(), version=__version__
+        rows=rows, on_purpose=on_purpose, suspect=suspect, generated=_now(), version=__version__,
+        rubric=load_rubric(), main_rubric=main_rubric,
+        mixed_rubrics=len(set(versions)) > 1,
     )
     write_text_atomic(out, text)
     return out
