@@ -102,8 +102,7 @@ def write_play(page_file: Path, play_dir: Path, fallback_map: dict[str, str]) ->
     from showcase.check.runner import offline_cdn
     from showcase.task import load_task
 
-    ensure_npm_cache(load_task("voxel").npm, fetch=False)
-    cdn = offline_cdn(None)
+    cdn = None  # opened at the first library file: a page that imports nothing needs no cache
     if page_file.stat().st_size > MAX_PAGE_BYTES:
         raise InfraError(f"{page_file.name} is over {MAX_PAGE_BYTES:,} bytes: not copied for playing")
     html = page_file.read_bytes().decode("utf-8", errors="replace")
@@ -123,6 +122,9 @@ def write_play(page_file: Path, play_dir: Path, fallback_map: dict[str, str]) ->
         specs[url] = url
         if url in texts or url in missing:
             continue
+        if cdn is None and url.startswith(CDN_PREFIX):
+            ensure_npm_cache(load_task("voxel").npm, fetch=False)
+            cdn = offline_cdn(None)
         found = cdn.lookup(url) if url.startswith(CDN_PREFIX) else None
         if found is None:
             missing.append(url)
