@@ -207,35 +207,35 @@ async def test_run_report_in_chromium(tmp_path, clip):
         pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
         assert 2 <= pages <= 6, pages
 
+        await plays_from_a_static_host(browser, tmp_path, "run%20one/report.html")
 
-async def test_report_plays_from_a_static_host(tmp_path):
+
+async def plays_from_a_static_host(browser, root: Path, rel: str) -> None:
     """Served as a static host serves it (one https origin answering the folder's files; the
     sealed browser has no route to this machine's ports), the live page runs the same way."""
-    run = make_run(tmp_path, "served", clip_source=None, n_versions=2, failed_versions=(), real_last_page=True)
-    write_run_report(run)
     origin = "https://reports.example/"
-    async with launch_browser() as browser:
-        ctx = await browser.new_context(viewport={"width": 1280, "height": 720})
-        page = await ctx.new_page()
-        outside, errors = [], []
+    ctx = await browser.new_context(viewport={"width": 1280, "height": 720})
+    page = await ctx.new_page()
+    outside, errors = [], []
 
-        async def static_host(r):
-            url = r.request.url
-            path = tmp_path / unquote(urlsplit(url).path).lstrip("/")
-            if url.startswith(origin) and path.resolve().is_relative_to(tmp_path) and path.is_file():
-                await r.fulfill(body=path.read_bytes(), content_type=mimetypes.guess_type(path.name)[0] or "application/octet-stream")
-            elif url.startswith("data:"):
-                await r.continue_()
-            else:
-                outside.append(url)
-                await r.abort()
+    async def static_host(r):
+        url = r.request.url
+        path = root / unquote(urlsplit(url).path).lstrip("/")
+        if url.startswith(origin) and path.resolve().is_relative_to(root) and path.is_file():
+            await r.fulfill(body=path.read_bytes(), content_type=mimetypes.guess_type(path.name)[0] or "application/octet-stream")
+        elif url.startswith("data:"):
+            await r.continue_()
+        else:
+            outside.append(url)
+            await r.abort()
 
-        await ctx.route("**/*", static_host)
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        await asyncio.wait_for(page.goto(origin + "served/report.html", wait_until="load"), STEP_S)
-        ready, _ = await wait_ready_in_frame(page)
-        assert ready is True and errors == [] and outside == []
+    await ctx.route("**/*", static_host)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    await asyncio.wait_for(page.goto(origin + rel, wait_until="load"), STEP_S)
+    ready, _ = await wait_ready_in_frame(page)
+    assert ready is True and errors == [] and outside == []
+    await ctx.close()
 
 
 async def test_killed_run_gets_a_page_that_says_so(tmp_path, clip):

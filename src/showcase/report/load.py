@@ -121,7 +121,7 @@ class RunView:
             ("limits", f"hard stop at {lim.hard_stop_s / 60:g} min, finish-now {finish}, answers up to "
                        f"{lim.answer_limit:,} tokens" + (f", context {lim.context_size:,}" if lim.context_size else "")),
             ("machine", f"sandbox {fmt_value(box.cpus)} CPU, {mem}, network {box.network}; "
-                        f"Chromium {c.versions.chromium or 'not recorded'}, ffmpeg {c.versions.ffmpeg or 'not recorded'}, "
+                        f"browser {c.versions.chromium or 'not recorded'}, ffmpeg {(c.versions.ffmpeg or 'not recorded').removeprefix('ffmpeg version ')}, "
                         f"showcase {c.versions.showcase}" + (f"; host load {self.host_load_words}" if self.host_load_words else "")),
         ]
         return rows
