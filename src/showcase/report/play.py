@@ -15,9 +15,11 @@ popups, no forms, no dialogs), created only when the reader asks for it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urljoin
@@ -28,6 +30,7 @@ from showcase.io import write_text_atomic
 
 MAX_PAGE_BYTES = 8 << 20  # the watcher keeps bigger pages too, but the report copies at most this
 MAX_FILES = 400  # three's examples import a few dozen files at most
+MAX_SPECS = 5000  # specifiers looked at in all: a page names a handful
 
 PLAY_CSP = (
     "default-src 'none'; script-src 'self' file: 'unsafe-inline' 'unsafe-eval' data: blob:; "
@@ -35,11 +38,11 @@ PLAY_CSP = (
     "worker-src data: blob:; connect-src data: blob:; base-uri 'none'; form-action 'none'"
 )
 
-_IMPORTMAP = re.compile(r"<script\b[^>]*\btype\s*=\s*[\"']?importmap[\"']?[^>]*>(.*?)</script\s*>", re.I | re.S)
-# Static import/export specifiers and import("...") with a literal: what the page can be followed by.
-_SPEC = re.compile(
-    r"""(\bimport\s*(?:[\w$*{}\s,]*?\s*from\s*)?|\bexport\s*[\w$*{}\s,]*?\s*from\s*|\bimport\s*\(\s*)(["'])([^"'\n]{1,500})\2"""
-)
+_IMPORTMAP_TAG = re.compile(r"<script\b[^>]{0,500}?\btype\s*+=\s*+[\"']?importmap\b[^>]{0,500}+>", re.I)
+MAX_MAPS = 8  # a page has one import map; more are not looked at
+# A specifier follows `from`, a bare `import` or `import(`. Possessive quantifiers and no nested
+# repeats: the page is the agent's, and scanning it must stay linear whatever it holds.
+_SPEC = re.compile(r"""\b((?:from|import)\s*+(?:\(\s*+)?)(["'])([^"'\n]{1,500}+)\2""")
 
 _LOADER = """(() => {
   const texts = window.__showcaseModules || {};
@@ -65,10 +68,23 @@ class Play:
     missing: list[str] = field(default_factory=list)  # imports the cache does not hold (the page will show an error)
 
 
-def _page_import_map(html: str, fallback: dict[str, str]) -> dict[str, str]:
-    for m in _IMPORTMAP.finditer(html):
+def _import_maps(html: str) -> list[tuple[int, int, str]]:
+    """(start, end, text) of the page's first import-map elements."""
+    out, lower = [], None
+    for m in _IMPORTMAP_TAG.finditer(html):
+        lower = lower or html.lower()
+        close = lower.find("</script", m.end()) if len(out) < MAX_MAPS else -1
+        if close < 0:
+            break
+        end = html.find(">", close)
+        out.append((m.start(), len(html) if end < 0 else end + 1, html[m.end():close]))
+    return out
+
+
+def _page_import_map(maps: list[tuple[int, int, str]], fallback: dict[str, str]) -> dict[str, str]:
+    for _, _, text in maps:
         try:
-            imports = json.loads(m.group(1)).get("imports")
+            imports = json.loads(text).get("imports")
         except (ValueError, AttributeError):
             continue
         if isinstance(imports, dict):
@@ -106,14 +122,17 @@ def write_play(page_file: Path, play_dir: Path, fallback_map: dict[str, str]) ->
     if page_file.stat().st_size > MAX_PAGE_BYTES:
         raise InfraError(f"{page_file.name} is over {MAX_PAGE_BYTES:,} bytes: not copied for playing")
     html = page_file.read_bytes().decode("utf-8", errors="replace")
-    imports = _page_import_map(html, fallback_map)
+    maps = _import_maps(html)
+    imports = _page_import_map(maps, fallback_map)
 
     specs: dict[str, str] = {}  # every specifier seen -> the URL it names
     texts: dict[str, str] = {}  # shipped URL -> its text, relative imports made absolute
     missing: list[str] = []
-    todo: list[tuple[str, str | None]] = [(m.group(3), None) for m in _SPEC.finditer(html)]
-    while todo and len(texts) < MAX_FILES:
-        spec, base = todo.pop(0)
+    todo = deque(itertools.islice(((m.group(3), None) for m in _SPEC.finditer(html)), MAX_SPECS))
+    looked = 0
+    while todo and len(texts) < MAX_FILES and looked < MAX_SPECS:
+        spec, base = todo.popleft()
+        looked += 1
         url = _resolve(spec, base, imports)
         if url is None:
             continue
@@ -144,7 +163,11 @@ def write_play(page_file: Path, play_dir: Path, fallback_map: dict[str, str]) ->
     scripts = [
         f"<script>(window.__showcaseModules ||= {{}})[{_js(url)}] = {_js(text)};</script>" for url, text in texts.items()
     ]
-    body = _IMPORTMAP.sub("", html)  # replaced by the loader's map, which names the same specifiers
+    body, cut = [], 0  # the page's own maps go: the loader's map names the same specifiers
+    for start, end, _ in maps:
+        body.append(html[cut:start])
+        cut = end
+    body = "".join(body) + html[cut:]
     map_json = json.dumps(specs).replace("<", "\\u003c")  # JSON too: no '<' inside the element
     head = (
         "<!doctype html>\n<meta charset=\"utf-8\">\n"
