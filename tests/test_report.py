@@ -209,6 +209,35 @@ async def test_run_report_in_chromium(tmp_path, clip):
         assert 2 <= pages <= 6, pages
 
         await plays_from_a_static_host(browser, tmp_path, "run%20one/report.html")
+        await hostile_page_stays_in_its_frame(browser, tmp_path)
+
+
+HOSTILE_PAGE = """<!doctype html><meta http-equiv="refresh" content="1;url=https://evil.example/refresh">
+<script>window.ready = true; fetch("https://evil.example/fetch").catch(() => {}); new Image().src = "https://evil.example/img";
+try { top.location = "https://evil.example/top" } catch (e) {}
+setTimeout(() => { location.href = "https://evil.example/nav" }, 300); window.open("https://evil.example/popup");</script>"""
+
+
+async def hostile_page_stays_in_its_frame(browser, root: Path) -> None:
+    """A chosen page that fetches, loads an image, navigates itself, its top and a popup: none of it
+    leaves, the report stays where it is, and no window opens."""
+    run = make_run(root, "hostile", clip_source=None, n_versions=1, failed_versions=())
+    next((run / "versions").glob("*.html")).write_text(HOSTILE_PAGE)
+    report = write_run_report(run)
+    v = await visit(browser, report, root)
+    await asyncio.wait_for(v.page.click("#play-button"), STEP_S)
+
+    def tried(what: str) -> bool:
+        return any(what in e for e in v.errors)
+
+    # wait until the page has made each attempt (the browser says so as it refuses it), bounded
+    attempts = ("Framing 'https://evil.example/'", "evil.example/fetch", "evil.example/popup", "evil.example/img")
+    deadline = asyncio.get_running_loop().time() + STEP_S
+    while not all(map(tried, attempts)) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
+    assert all(map(tried, attempts)), v.errors
+    assert v.outside == [] and v.page.url == report.as_uri() and len(v.page.context.pages) == 1
+    await v.page.context.close()
 
 
 async def plays_from_a_static_host(browser, root: Path, rel: str) -> None:

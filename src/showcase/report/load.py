@@ -28,7 +28,6 @@ from showcase.run.summary import run_sentences, unfinished_run_sentences, versio
 
 _IMAGE_EXT = (".png", ".jpg", ".jpeg", ".webp")
 MAX_PROMPT_BYTES = 1 << 20
-TOP_PROCESSES = 5  # foreign processes shown; the rest fold away
 
 
 @dataclass

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from showcase.errors import UserError
 from showcase.io import write_json_atomic
-from showcase.run.artefacts import RunLayout, read_json_model
+from showcase.run.artefacts import FinalChoice, RunLayout, read_json_model
 
 RATING_NAME = "rating.json"
 MAX_NOTE_CHARS = 4000  # a note is a few sentences; a bound keeps every page that shows it small
@@ -46,8 +46,6 @@ def read_rating(run_dir: Path, problems: list[str]) -> Rating | None:
 
 
 def _chosen_sha(run_dir: Path) -> str | None:
-    from showcase.run.artefacts import FinalChoice
-
     choice = read_json_model(RunLayout(run_dir).final_choice, FinalChoice, [])
     return choice.sha256 if choice else None
 
