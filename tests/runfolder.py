@@ -82,7 +82,7 @@ def make_run(
     finalized: bool = True,
     agent_shots: int = 0,
     world_title: str = "Voxel Isles",
-    shot_calls: int = 3,
+    shot_calls: int = 0,
     pictures: bool = False,
     real_last_page: bool = False,
     foreign: int = 0,
