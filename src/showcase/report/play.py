@@ -114,10 +114,6 @@ def _js(text: str) -> str:
 def write_play(page_file: Path, play_dir: Path, fallback_map: dict[str, str]) -> Play:
     """Write play_dir/game.html and the library files it imports. InfraError when the npm cache
     is not there (no fetching here: a report never goes to the network)."""
-    from showcase.browser.cdn import ensure_npm_cache
-    from showcase.check.runner import offline_cdn
-    from showcase.task import load_task
-
     cdn = None  # opened at the first library file: a page that imports nothing needs no cache
     if page_file.stat().st_size > MAX_PAGE_BYTES:
         raise InfraError(f"{page_file.name} is over {MAX_PAGE_BYTES:,} bytes: not copied for playing")
@@ -142,6 +138,10 @@ def write_play(page_file: Path, play_dir: Path, fallback_map: dict[str, str]) ->
         if url in texts or url in missing:
             continue
         if cdn is None and url.startswith(CDN_PREFIX):
+            from showcase.browser.cdn import ensure_npm_cache
+            from showcase.check.runner import offline_cdn  # the check's own, unpacked once per process
+            from showcase.task import load_task
+
             ensure_npm_cache(load_task("voxel").npm, fetch=False)
             cdn = offline_cdn(None)
         found = cdn.lookup(url) if url.startswith(CDN_PREFIX) else None
