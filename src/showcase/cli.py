@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "clip": "showcase.clip.cli",
     "replay": "showcase.replay",
     "report": "showcase.report.cli",
+    "rate": "showcase.report.rating",
     "run": "showcase.run.cli",
     "demo": "showcase.run.cli",
     "finalize": "showcase.run.cli",
@@ -75,6 +76,7 @@ SCHEMAS: dict[str, str] = {
     "final-choice": "showcase.run.artefacts.FinalChoice",
     "sampling": "showcase.run.artefacts.SamplingFile",
     "events": "showcase.run.artefacts.RunEvent",
+    "rating": "showcase.report.rating.Rating",
 }
 
 

@@ -299,6 +299,10 @@ class VersionRecord(BaseModel):
     check_failure: str | None = Field(
         None, description="why the load check itself could not run (our fault, not the page's); null if it ran"
     )
+    picture: str | None = Field(
+        None, description="the load check's own screenshot of this version, relative to the run folder "
+        "(e.g. 'versions/003.png'); null when none was kept"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,6 +515,7 @@ def fold_versions(lines: list[VersionRecord]) -> list[VersionRecord]:
                 "loaded_without_errors": update.loaded_without_errors,
                 "load_errors": update.load_errors,
                 "check_failure": update.check_failure,
+                "picture": update.picture or base.picture,
             })
         elif update.event == "seen_again":
             folded[update.n] = base.model_copy(update={"last_seen_t_s": update.last_seen_t_s})
