@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "finalize": "showcase.run.cli",
     "image": "showcase.sandbox.cli",
     "sandbox": "showcase.sandbox.cli",
+    "batch": "showcase.batch.cli",
 }
 
 
@@ -75,6 +76,8 @@ SCHEMAS: dict[str, str] = {
     "final-choice": "showcase.run.artefacts.FinalChoice",
     "sampling": "showcase.run.artefacts.SamplingFile",
     "events": "showcase.run.artefacts.RunEvent",
+    "batch-plan": "showcase.batch.plan.Plan",
+    "batch": "showcase.batch.record.BatchRecord",
 }
 
 

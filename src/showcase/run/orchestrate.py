@@ -18,6 +18,7 @@ from typing import Callable
 
 
 from showcase import __version__
+from showcase.batch.lock import hold_final_check, release_final_check
 from showcase.errors import InfraError, UserError
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
 from showcase.run.artefacts import RunEvent, RunLayout
@@ -617,6 +618,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     say(f"final choice: {choice.rule_text}")
 
     chosen = layout.versions_dir / choice.file if choice.file else None
+    held = hold_final_check(say) if chosen is not None else None  # a batch's runs check one at a time per host (showcase.batch.lock)
     if chosen is not None:
         from showcase.check.runner import check_page, write_report
 
@@ -638,6 +640,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
             phase_log("clip_done", seconds=round(time.monotonic() - phase, 3), clip_seconds=clip_seconds)
             if result.note:
                 say(f"clip: {result.note}")
+    release_final_check(held)
 
     stats = _gate_stats(layout, GateStats, read_log)
     ended = _how_agent_ended(events, interrupted)
