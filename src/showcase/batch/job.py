@@ -51,7 +51,6 @@ class JobResult(BaseModel):
     exit_code: int | None = None
     error: str | None = None
     node: str
-    attempts: int = 0
 
 
 def has_report(folder: Path) -> bool:
@@ -131,14 +130,35 @@ def _set_aside(folder: Path) -> Path:
 
 
 def execute_job(job: Job, root: Path, on_start: Callable[[int, float], None] = lambda pid, started: None,
-                say: Callable[[str], None] = lambda line: None) -> JobResult:
-    """Run (or finish) one run in root/<name>/; its output goes to root/logs/<name>.log."""
+                say: Callable[[str], None] = lambda line: None, node: str | None = None) -> JobResult:
+    """Run (or finish) one run in root/<name>/; its output goes to root/logs/<name>.log.
+
+    node: what the contract records as the machine the run ran on (default: this host's name)."""
+    result = _execute(job, root, on_start, say, node or socket.gethostname())
+    if result.state == "done" and not result.kept:
+        record_node(root / job.name, result.node)
+    return result
+
+
+def record_node(folder: Path, node: str) -> None:
+    """contract.json on its own model, with the node the run ran on."""
+    from showcase.run.artefacts import Contract
+
+    path = folder / "contract.json"
+    try:
+        with open(path, "rb") as handle:
+            contract = Contract.model_validate_json(handle.read(1 << 20))
+    except (OSError, ValueError):
+        return  # the report already says what is wrong with it
+    if contract.node != node:
+        write_json_atomic(path, contract.model_copy(update={"node": node}))
+
+
+def _execute(job: Job, root: Path, on_start, say, node: str) -> JobResult:
     from showcase.run.artefacts import RunLayout
 
     folder, log = root / job.name, root / "logs" / f"{job.name}.log"
-    node = socket.gethostname()
     env = {**os.environ, LOCK_ENV: str(host_lock_path(root))}
-    attempts = 0
     if has_report(folder):
         return JobResult(name=job.name, state="done", kept=True, exit_code=0, node=node)
     if RunLayout(folder).looks_like_run():
@@ -147,15 +167,13 @@ def execute_job(job: Job, root: Path, on_start: Callable[[int, float], None] = l
                              error=f"its earlier showcase process {job.previous_pid} is still running")
         if job.on_unfinished == "finalize" and RunLayout(folder).contract.is_file():
             say(f"{job.name}: unfinished; finalizing it from disk")
-            attempts += 1
             args = ["finalize", str(folder)] + ([] if job.clip else ["--no-clip"])
             code, error = _child(args, log, FINALIZE_S, on_start, env)
             if code == 0 and has_report(folder):
-                return JobResult(name=job.name, state="done", exit_code=0, node=node, attempts=attempts)
+                return JobResult(name=job.name, state="done", exit_code=0, node=node)
             say(f"{job.name}: finalize failed ({error}); running it again")
         moved = _set_aside(folder)
         say(f"{job.name}: the unfinished folder is kept as {moved.relative_to(root)}; running it again")
-    attempts += 1
     args = ["run", *job.run_args, "--out", str(folder)]
     if job.sampling:
         sampling = root / "logs" / f"{job.name}.sampling.json"
@@ -171,6 +189,6 @@ def execute_job(job: Job, root: Path, on_start: Callable[[int, float], None] = l
         args += ["--upstream", job.upstream, "--model", job.model]
         code, error = _child(args, log, job.limit_s + AFTER_LIMIT_S, on_start, env)
     ok = code == 0 and has_report(folder)
-    return JobResult(name=job.name, state="done" if ok else "failed", exit_code=code, node=node, attempts=attempts,
+    return JobResult(name=job.name, state="done" if ok else "failed", exit_code=code, node=node,
                      error=None if ok else (error or f"exit code {code}, no report.html"))
 

@@ -180,9 +180,10 @@ def run_batch(plan_path: Path, out: Path, say: Callable[[str], None] = print,
     save()
 
     def started(name: str) -> Callable[[int, float], None]:
-        def on_start(pid: int, pid_started: float) -> None:
+        def on_start(pid: int | None, pid_started: float | None) -> None:
             state = by_name[name]
-            state.pid, state.pid_started = pid, pid_started
+            state.pid, state.pid_started = pid, pid_started  # None: on a Ray node, not this host's
+            state.attempts += 1
             state.state = "finalizing" if (out / name / "contract.json").is_file() else "running"
             state.started_at = state.started_at or now_iso()
             save()
@@ -192,7 +193,6 @@ def run_batch(plan_path: Path, out: Path, say: Callable[[str], None] = print,
         state = by_name[result.name]
         state.state, state.exit_code, state.error, state.node = result.state, result.exit_code, result.error, result.node
         state.kept = state.kept or result.kept
-        state.attempts += result.attempts
         state.pid = state.pid_started = None
         state.ended_at = now_iso()
         state.score = _score(out / state.folder)
