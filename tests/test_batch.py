@@ -69,6 +69,11 @@ def test_plan_of_unreachable_upstream_and_of_two_sources(tmp_path):
     assert len(dead.stderr.strip().splitlines()) == 1
 
 
+def passed_items(run: Path) -> set[str]:
+    """The check's items the page passed (the frame rate's is left to the machine's load)."""
+    return {i["id"] for i in json.loads((run / "check.json").read_text())["items"] if i["passed"]}
+
+
 def mtime(path: Path) -> int:
     return path.stat().st_mtime_ns
 
@@ -113,7 +118,7 @@ def test_two_runs_killed_mid_way_resume_without_redoing(docker_engine, tmp_path)
     assert "finalized_after_interruption" in events
     for run in ("a-1", "b-1"):
         assert (out / run / "check.json").is_file() and (out / run / "report.html").is_file()
-        assert json.loads((out / run / "check.json").read_text())["total"] >= 8
+        assert passed_items(out / run) >= {"1", "2", "3", "4"}  # loads, ready, no errors, not blank
     page = (out / "comparison.html").read_text()
     assert "a-1" in page and "b-1" in page
     assert again.stdout.strip() == str(out / "comparison.html")
