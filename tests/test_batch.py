@@ -129,3 +129,30 @@ def test_two_runs_killed_mid_way_resume_without_redoing(docker_engine, tmp_path)
     assert {run: mtime(out / run / "check.json") for run in checked} == checked
     assert [r["attempts"] for r in json.loads((out / "batch.json").read_text())["runs"]] == [1, 2]
     assert all(not os.path.exists(out / ".attempts" / n) for n in ("a-1.1", "b-1.1"))
+
+
+def test_a_run_folder_comes_back_without_its_links_and_within_its_cap(tmp_path):
+    """What a Ray node sends back of a run folder: the agent's links and FIFOs are left out, never followed."""
+    from showcase.batch.remote import pack_folder, unpack_folder
+    from showcase.errors import InfraError
+
+    run = tmp_path / "run"
+    (run / "work" / "deep").mkdir(parents=True)
+    (run / "report.html").write_text("<p>report</p>")
+    (run / "work" / "deep" / "game.html").write_bytes(b"<html>" + os.urandom(1000))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    (run / "work" / "link.html").symlink_to(secret)
+    (run / "work" / "dirlink").symlink_to(tmp_path)
+    os.mkfifo(run / "work" / "fifo")  # opened, it would block the host forever
+    data = pack_folder(run)
+    back = tmp_path / "back"
+    unpack_folder(data, back)
+    files = sorted(str(p.relative_to(back)) for p in back.rglob("*"))
+    assert files == ["report.html", "work", "work/deep", "work/deep/game.html"]
+    assert (back / "work" / "deep" / "game.html").read_bytes() == (run / "work" / "deep" / "game.html").read_bytes()
+    assert b"host secret" not in data
+    with pytest.raises(InfraError, match="MiB"):
+        pack_folder(run, cap_bytes=500)
+    with pytest.raises(InfraError, match="already exists"):
+        unpack_folder(data, back)

@@ -211,10 +211,17 @@ class RayCluster:
                             f"that has Docker, Chromium and the npm cache with --resources '{{\"{RESOURCE}\": 1}}'")
         return cls(ray, address)
 
+    def close(self) -> None:
+        self.ray.shutdown()
+
     def run_jobs(self, jobs: list[Job], out: Path, started, finished: Callable[[JobResult], None], say) -> None:
         """Every job on the cluster; each folder brought back into out as its job ends."""
         ray = self.ray
-        remote = ray.remote(_run_on_node).options(max_retries=RETRIES, retry_exceptions=False)
+        options = {"max_retries": RETRIES, "retry_exceptions": False}
+        key = os.environ.get("SHOWCASE_UPSTREAM_KEY")
+        if key:  # a node's workers have the node's environment, not ours; the key goes with the job alone
+            options["runtime_env"] = {"env_vars": {"SHOWCASE_UPSTREAM_KEY": key}}
+        remote = ray.remote(_run_on_node).options(**options)
         batch_id = out.resolve().as_posix().strip("/").replace("/", "_")[-100:]
         refs = {}
         for job in jobs:

@@ -200,7 +200,10 @@ def run_batch(plan_path: Path, out: Path, say: Callable[[str], None] = print,
 
     pending = [jobs[s.name] for s in record.runs if s.state == "pending"]
     if cluster is not None:
-        cluster.run_jobs(pending, out, started, finished, say)
+        try:
+            cluster.run_jobs(pending, out, started, finished, say)
+        finally:
+            cluster.close()
     else:
         _run_local(pending, out, _Pool(cpus, memory, plan.max_parallel), started, finished, say)
 
