@@ -17,7 +17,8 @@ import pytest
 from showcase.paths import TASKS_DIR
 
 SHOWCASE = [sys.executable, "-m", "showcase.cli"]
-GOOD_PAGE = (TASKS_DIR / "voxel" / "demo" / "pages" / "v1.html").read_text()
+PAGE_FILE = TASKS_DIR / "voxel" / "demo" / "pages" / "v1.html"
+GOOD_PAGE = PAGE_FILE.read_text()
 
 
 def short_script(model: str, wait_s: float) -> dict:
@@ -156,3 +157,12 @@ def test_a_run_folder_comes_back_without_its_links_and_within_its_cap(tmp_path):
         pack_folder(run, cap_bytes=500)
     with pytest.raises(InfraError, match="already exists"):
         unpack_folder(data, back)
+
+
+def test_ray_address_that_nothing_answers_is_one_line(tmp_path):
+    plan = write_plan(tmp_path, '[[setup]]\nname = "a"\nreplay = "demo"\n')
+    for command in (["batch", str(plan), "--out", str(tmp_path / "out")], ["check", str(PAGE_FILE), "--out", str(tmp_path / "c")]):
+        proc = subprocess.run(SHOWCASE + command + ["--ray", "127.0.0.1:1"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "--ray 127.0.0.1:1: no Ray cluster" in proc.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()

@@ -32,6 +32,7 @@ WAIT_S = 5.0
 
 
 def _import_ray():
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")  # its C++ warnings would bury our one-line errors
     try:
         import ray
     except ImportError:
@@ -193,6 +194,20 @@ def _check_on_node(html: bytes, page_name: str, npm_dir: str | None) -> tuple[st
 # ---------------------------------------------------------------------------------------------
 # The head's side.
 
+CONNECT_S = 10.0
+
+
+def _answers(address: str) -> None:
+    """A HOST:PORT that nothing answers on is one line now, not Ray's minutes of retries."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # "auto", ray://...: Ray's own forms, Ray's own waits
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S).close()
+    except OSError as exc:
+        raise UserError(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc}); start one "
+                        "(docs/batch.md) or give its head's HOST:PORT") from None
+
 class RayCluster:
     def __init__(self, ray, address: str):
         self.ray, self.address, self.version = ray, address, ray.__version__
@@ -200,6 +215,7 @@ class RayCluster:
     @classmethod
     def connect(cls, address: str) -> "RayCluster":
         ray = _import_ray()
+        _answers(address)
         try:
             ray.init(address=address, log_to_driver=False, logging_level="ERROR", include_dashboard=False,
                      configure_logging=False)
@@ -221,7 +237,7 @@ class RayCluster:
         key = os.environ.get("SHOWCASE_UPSTREAM_KEY")
         if key:  # a node's workers have the node's environment, not ours; the key goes with the job alone
             options["runtime_env"] = {"env_vars": {"SHOWCASE_UPSTREAM_KEY": key}}
-        remote = ray.remote(_run_on_node).options(**options)
+        remote = ray.remote(_run_on_node)
         batch_id = out.resolve().as_posix().strip("/").replace("/", "_")[-100:]
         refs = {}
         for job in jobs:
@@ -233,7 +249,8 @@ class RayCluster:
                 from showcase.batch.job import _set_aside
 
                 _set_aside(out / job.name)
-            ref = remote.options(num_cpus=job.cpus, resources={RESOURCE: 1}, name=f"showcase-run-{job.name}").remote(job, batch_id)
+            ref = remote.options(**options, num_cpus=job.cpus, resources={RESOURCE: 1},
+                                 name=f"showcase-run-{job.name}").remote(job, batch_id)
             refs[ref] = job
             started(job.name)(None, None)
         while refs:
