@@ -21,6 +21,7 @@ from typing import Callable
 
 from showcase.batch.job import Job, JobResult, execute_job, has_report
 from showcase.errors import InfraError, UserError
+from showcase.io import write_bytes_atomic
 
 RESOURCE = "showcase"
 SCRATCH_ENV = "SHOWCASE_RAY_SCRATCH"  # where a node writes its runs; default /var/tmp/showcase-ray
@@ -155,24 +156,26 @@ def _scratch(batch_id: str) -> Path:
     return Path(os.environ.get(SCRATCH_ENV) or "/var/tmp/showcase-ray") / batch_id
 
 
-def _run_on_node(job: Job, batch_id: str) -> tuple[JobResult, bytes | None]:
+def _run_on_node(job: Job, batch_id: str) -> tuple[JobResult, bytes | None, bytes]:
+    """(result, the run folder packed if it is done, the last MiB of the run's output)."""
     root = _scratch(batch_id)
     root.mkdir(parents=True, exist_ok=True)
-    name = node_name()
-    result = execute_job(job, root, node=name)
-    folder = root / job.name
+    result = execute_job(job, root, node=node_name())
+    log = _log_tail(root / "logs" / f"{job.name}.log")
     if result.state != "done":
-        log = root / "logs" / f"{job.name}.log"
-        return result, None if not log.is_file() else pack_log(log)
-    data = pack_folder(folder)
-    shutil.rmtree(folder, ignore_errors=True)  # back on the head once this task's result is stored
-    return result, data
+        return result, None, log
+    data = pack_folder(root / job.name)
+    shutil.rmtree(root / job.name, ignore_errors=True)  # back on the head once this task's result is stored
+    return result, data, log
 
 
-def pack_log(log: Path) -> bytes:
-    with open(log, "rb") as handle:
-        handle.seek(max(0, handle.seek(0, os.SEEK_END) - (1 << 20)))
-        return handle.read()
+def _log_tail(log: Path, cap: int = 1 << 20) -> bytes:
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - cap))
+            return handle.read()
+    except OSError:
+        return b""
 
 
 def _check_on_node(html: bytes, page_name: str, npm_dir: str | None) -> tuple[str, bytes | None, str]:
@@ -258,16 +261,14 @@ class RayCluster:
             for ref in ready:
                 job = refs.pop(ref)
                 try:
-                    result, data = ray.get(ref)
+                    result, data, log = ray.get(ref)
                 except Exception as exc:  # the job failed RETRIES+1 times (nodes died) or raised
                     finished(JobResult(name=job.name, state="failed", node="?", error=f"on the cluster: {str(exc).splitlines()[0][:300]}"))
                     continue
                 try:
+                    write_bytes_atomic(out / "logs" / f"{job.name}.log", log)
                     if result.state == "done":
                         unpack_folder(data, out / job.name)
-                    elif data:
-                        (out / "logs").mkdir(exist_ok=True)
-                        (out / "logs" / f"{job.name}.log").write_bytes(data)
                 except (InfraError, OSError, tarfile.TarError) as exc:
                     result = result.model_copy(update={"state": "failed", "error": f"bringing the folder back: {exc}"})
                 say(f"{job.name}: {result.state} on {result.node}")
@@ -279,7 +280,6 @@ class RayCluster:
         from showcase.check.models import CheckReport
         from showcase.check.runner import write_report
         from showcase.errors import ShowcaseError
-        from showcase.io import write_bytes_atomic
 
         ray = self.ray
         remote = ray.remote(_check_on_node).options(num_cpus=1, resources={RESOURCE: 1}, max_retries=RETRIES)
