@@ -8,7 +8,6 @@ memory. Their final checks go one at a time per host (showcase.batch.lock).
 import asyncio
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Callable
 
