@@ -33,7 +33,6 @@ WAIT_S = 5.0
 
 
 def _import_ray():
-    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")  # its C++ warnings would bury our one-line errors
     try:
         import ray
     except ImportError:
