@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "finalize": "showcase.run.cli",
     "image": "showcase.sandbox.cli",
     "sandbox": "showcase.sandbox.cli",
+    "batch": "showcase.batch.cli",
 }
 
 
@@ -77,6 +78,8 @@ SCHEMAS: dict[str, str] = {
     "sampling": "showcase.run.artefacts.SamplingFile",
     "events": "showcase.run.artefacts.RunEvent",
     "rating": "showcase.report.rating.Rating",
+    "batch-plan": "showcase.batch.plan.Plan",
+    "batch": "showcase.batch.record.BatchRecord",
 }
 
 

@@ -229,6 +229,7 @@ class Contract(_Strict):
     checker_rubric_version: str = Field(description="version of the ten-point check's rubric")
     timezone: str = Field(description="timezone of the sandbox and the check, e.g. 'UTC'")
     seeds: dict[str, int] = Field(default_factory=dict, description="named random seeds the run fixed (e.g. 'check')")
+    node: str | None = Field(None, description="the machine the run ran on (host, or host/Ray node id); null: not recorded")
 
     @field_validator("upstream_url")
     @classmethod

@@ -20,6 +20,7 @@ from typing import Callable
 
 
 from showcase import __version__
+from showcase.batch.lock import hold_final_check, release_final_check
 from showcase.errors import InfraError, UserError
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
 from showcase.run.artefacts import RunEvent, RunLayout
@@ -694,7 +695,11 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     layout = state.layout
     chosen = layout.versions_dir / choice.file if choice.file else None
     if chosen is not None:
-        score_version(state, chosen, choice.n, npm_dir, say, clip, clip_seconds)
+        held = hold_final_check(say)  # a batch's runs check one at a time per host (showcase.batch.lock)
+        try:
+            score_version(state, chosen, choice.n, npm_dir, say, clip, clip_seconds)
+        finally:
+            release_final_check(held)
     info = run_info(state, versions, choice, chosen)
     write_json_atomic(layout.run_info, info)
     say(info.summary_run)
