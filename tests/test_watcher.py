@@ -88,6 +88,37 @@ def test_twenty_in_place_writes_50ms_apart_are_all_kept_and_checked(dirs):
     assert read_versions(run) == versions
 
 
+@pytest.mark.parametrize("how", ["in place", "rename"])
+def test_twenty_writes_10ms_apart_beside_busy_threads_are_all_kept_whole(dirs, how):
+    """A run's process is busy (gate, browser, checks): a read that waited for this process's
+    threads would come after the next write. Every version is kept, and none half-written."""
+    work, run = dirs
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    spinners = [threading.Thread(target=busy, daemon=True) for _ in range(2)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        watcher = Watcher(work, run).start()
+        pages = [page(i) + b"y" * 20000 for i in range(20)]
+        for i, data in enumerate(pages):
+            if how == "rename":
+                (work / f".game.{i}.tmp").write_bytes(data)
+                os.replace(work / f".game.{i}.tmp", work / "game.html")
+            else:
+                (work / "game.html").write_bytes(data)
+            time.sleep(0.01)
+        versions = watcher.stop(timeout_s=20)
+    finally:
+        stop.set()
+    assert [v.sha256 for v in versions] == [hashlib.sha256(d).hexdigest() for d in pages]
+    assert not list((run / "versions").glob(".reads-*"))  # the reader's spool is gone once all is kept
+
+
 def test_a_burst_checked_by_several_workers_gets_every_verdict(dirs):
     """Checks overlap (a slow check per version) yet each version gets its own verdict."""
     work, run = dirs
