@@ -32,7 +32,7 @@ from pathlib import Path
 
 
 from showcase.errors import UserError
-from showcase.run.artefacts import VersionRecord, fold_versions, read_jsonl_models
+from showcase.run.artefacts import RunLayout, VersionRecord, fold_versions, read_jsonl_models
 from showcase.io import append_jsonl, terminate_torn_line, write_bytes_atomic
 from showcase.run.page_reader import PageReader, raise_priority
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir_fd, read_file_at, read_regular
@@ -52,7 +52,7 @@ SPOOL_PREFIX = ".reads-"  # versions/.reads-XXXX/: what the reader process read,
 READER_START_S = 30.0
 MAX_MESSAGE_BYTES = 4096
 
-LoadCheck = Callable[[bytes], tuple[bool, list[str]]]
+LoadCheck = Callable[..., tuple[bool, list[str]]]  # (html bytes[, picture path]) -> (loaded, error lines)
 # (file name, reason) of an entry the watcher would not read: "a link", "a FIFO", "larger than 16 MiB"
 OnRefused = Callable[[str, str], None]
 
@@ -128,6 +128,8 @@ class Watcher:
     clock: seconds since the run's start (default: since this object was made).
     last_request_id: the id of the gate's latest request, recorded with each version.
     load_check: html bytes -> (loaded_without_errors, error lines); run in a background thread.
+    pictures: load_check also gets the path to write the version's screenshot to
+    (RunLayout.version_picture), and the load_checked line names the file if it was written.
     quiet_read_s: a write with no close (a writer that keeps the file open) is read after this
     long without further writes.
     page_cap: a file larger than this is refused, never copied.
@@ -149,6 +151,7 @@ class Watcher:
         page_cap: int = DEFAULT_PAGE_CAP,
         on_refused: OnRefused | None = None,
         check_workers: int = 1,
+        pictures: bool = False,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.run_dir = Path(run_dir)
@@ -160,6 +163,7 @@ class Watcher:
         self._clock = clock or (lambda: time.monotonic() - started)
         self._last_request_id = last_request_id or (lambda: None)
         self._load_check = load_check
+        self._pictures = pictures
         self._quiet_read_s = quiet_read_s
         self._page_cap = page_cap
         self._on_refused = on_refused
@@ -482,9 +486,10 @@ class Watcher:
         with self._lock:
             record = self._records[n]
         data = (self.versions_dir / record.file).read_bytes()
+        picture = RunLayout(self.run_dir).version_picture(n) if self._pictures else None
         loaded: bool | None
         try:
-            loaded, errors = self._load_check(data)
+            loaded, errors = self._load_check(data, picture) if picture is not None else self._load_check(data)
             loaded = bool(loaded)
             errors = [str(e).splitlines()[0][:MAX_ERROR_CHARS] if str(e) else "" for e in errors][:MAX_ERROR_LINES]
             failure = None
@@ -493,7 +498,8 @@ class Watcher:
             loaded, errors, failure = None, [], f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         with self._lock:
             record = self._records[n].model_copy(
-                update={"loaded_without_errors": loaded, "load_errors": errors, "check_failure": failure}
+                update={"loaded_without_errors": loaded, "load_errors": errors, "check_failure": failure,
+                        "picture": picture.relative_to(self.run_dir).as_posix() if picture and picture.is_file() else None}
             )
             self._records[n] = record
             append_jsonl(self.log_path, record.model_copy(update={"event": "load_checked"}))
