@@ -277,3 +277,19 @@ def test_kill_9_between_storing_and_logging_loses_nothing(dirs):
     assert read_versions(run) == versions
     rows = read_jsonl(run / "versions.jsonl")
     assert not any(r["event"] == "seen_again" for r in rows)  # a restart is not a rewrite
+
+
+def test_reads_spooled_but_not_kept_before_a_kill_are_kept_at_the_next_start(dirs):
+    """The reader hands each read over as a spooled file; one the run's process never kept
+    (killed between the two) is kept, in the order read, when a watcher starts over the folder."""
+    work, run = dirs
+    spool = run / "versions" / ".reads-killed"
+    spool.mkdir(parents=True)
+    pages = [page(1), page(2)]
+    now = time.monotonic_ns()
+    for i, data in enumerate(pages):
+        (spool / f"{now - 1000 + i:020d}.read").write_bytes(data)
+    watcher = Watcher(work, run).start()
+    versions = watcher.stop(timeout_s=10)
+    assert [v.sha256 for v in versions] == [hashlib.sha256(d).hexdigest() for d in pages]
+    assert not list((run / "versions").glob(".reads-*"))
