@@ -2,8 +2,8 @@
 
 The watcher runs on the host over the run's work folder (bind-mounted into the container, so
 the container's writes raise the same kernel file events). It reacts to inotify events, not to
-polling: each close-after-write or rename onto the file is read at once, so writes 50 ms apart
-are each kept. Each new version is stored as versions/NNNN-<sha8>.html *before* its line is
+polling: each close-after-write or rename onto the file is read at once, by a reader process of
+its own (showcase.run.page_reader), so writes 10 ms apart are each kept. Each new version is stored as versions/NNNN-<sha8>.html *before* its line is
 appended to versions.jsonl, so a `kill -9` at any moment loses no page: `recover_versions`
 rebuilds the lines a killed watcher did not write.
 
@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
 
 from showcase.errors import UserError
 from showcase.run.artefacts import RunLayout, VersionRecord, fold_versions, read_jsonl_models
