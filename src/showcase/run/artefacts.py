@@ -56,6 +56,10 @@ class RunLayout:
     agent_log = property(lambda self: self.root / "agent.log")
     events_log = property(lambda self: self.root / "events.jsonl")
 
+    def version_picture(self, n: int) -> Path:
+        """The load check's screenshot of version n: versions/0003.png beside versions/0003-<sha8>.html."""
+        return self.versions_dir / f"{n:04d}.png"
+
     def holds_a_run(self) -> bool:
         return self.contract.exists() or self.run_info.exists() or self.versions_log.exists()
 
@@ -302,7 +306,7 @@ class VersionRecord(BaseModel):
     )
     picture: str | None = Field(
         None, description="the load check's own screenshot of this version, relative to the run folder "
-        "(e.g. 'versions/003.png'); null when none was kept"
+        "(versions/0003.png); null when none was kept"
     )
 
 

@@ -410,6 +410,7 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
         page_cap=task.page_cap_bytes,
         on_refused=refusals,
         check_workers=CHECK_PARALLEL,
+        pictures=True,
     )
     stack.callback(_stop_watcher, watcher, events)
     watcher.start()
@@ -527,11 +528,11 @@ def _safe(fn):
 def _watcher_check(quick_check):
     from showcase.check.runner import looks_like_html
 
-    def check(html: bytes) -> tuple[bool, list[str]]:
+    def check(html: bytes, picture: Path | None = None) -> tuple[bool, list[str]]:
         if not looks_like_html(html):
             # Not a page at all: it counts as one that did not load, and the last good one counts.
             return False, ["not an HTML file (no HTML tags in its text)"]
-        result = asyncio.run(quick_check(html, None))
+        result = asyncio.run(quick_check(html, picture))
         return bool(result["loads"]), list(result.get("errors") or [])
 
     return check
@@ -925,6 +926,7 @@ def _catch_up_versions(layout: RunLayout, start_epoch: float | None, npm_dir: Pa
             page_cap=page_cap,
             on_refused=on_refused,
             check_workers=CHECK_PARALLEL,
+            pictures=True,
         )
         unchecked = [v for v in watcher.versions if v.loaded_without_errors is None and v.check_failure is None]
         if unchecked:

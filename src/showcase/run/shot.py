@@ -36,7 +36,7 @@ r = json.load(sys.stdin)
 if "error" in r:
     print("shot.sh:", r["error"].get("message", r["error"]) if isinstance(r["error"], dict) else r["error"]); sys.exit(2)
 print("loads without errors:", "yes" if r["loads"] else "no")
-print("window.ready:", "true after %.1f s" % r["ready_after_s"] if r["ready"] else "never set")
+print("window.ready:", "true after %.1f s" % r["ready_after_s"] if r["ready"] else "not set before the check stopped" if r.get("errors") else "never set")
 print("screenshot:", r.get("screenshot") or r.get("screenshot_refused") or "none")
 errs = r.get("errors") or []
 print("console errors: %d" % len(errs))
