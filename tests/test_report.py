@@ -25,8 +25,8 @@ from showcase.report.play import write_play
 from showcase.report.rating import Rating, write_rating
 
 STEP_S = 30.0  # bound on every single browser call (the machine is shared: generous)
-# The report scores no frame rate, so its pages need not be drawn by the scoring renderer:
-# llvmpipe brings the live voxel page to window.ready several times sooner than SwiftShader.
+# The report scores no frame rate, so its pages need not be drawn by the renderer the frame-rate
+# item is pinned to: the faster llvmpipe draws them (browser/launch.py).
 RENDERER = "llvmpipe"
 
 
