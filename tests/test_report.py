@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+import pytest_asyncio
 
 from runfolder import HOSTILE, make_clip, make_png, make_run
 from showcase.browser.launch import launch_browser
@@ -24,6 +25,9 @@ from showcase.report.play import write_play
 from showcase.report.rating import Rating, write_rating
 
 STEP_S = 30.0  # bound on every single browser call (the machine is shared: generous)
+# The report scores no frame rate, so its pages need not be drawn by the renderer the frame-rate
+# item is pinned to: the faster llvmpipe draws them (browser/launch.py).
+RENDERER = "llvmpipe"
 
 
 def open_to_others(folder: Path) -> Path:
@@ -38,6 +42,25 @@ def readable_by_the_browser(tmp_path_factory, tmp_path):
     base = tmp_path_factory.getbasetemp()
     for folder in (base.parent, base, tmp_path):
         open_to_others(folder)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sealed_browser():
+    """One sealed browser for the module (each page gets a context of its own): a launch is
+    seconds on a busy machine."""
+    async with launch_browser(RENDERER) as b:
+        yield b
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def browser(sealed_browser):
+    """The module's browser, left as found: a live page still drawing would slow the next test."""
+    yield sealed_browser
+    for ctx in sealed_browser.contexts:
+        await asyncio.wait_for(ctx.close(), STEP_S)
+
+
+in_module_loop = pytest.mark.asyncio(loop_scope="module")
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +79,8 @@ class Visit:
 
 
 async def visit(browser, path: Path, root: Path) -> Visit:
+    for folder in (root.parent.parent, root.parent):  # another pytest on this machine may have closed them again
+        open_to_others(folder)
     ctx = await browser.new_context(viewport={"width": 1280, "height": 720})
     page = await ctx.new_page()
     v = Visit(page, root)
@@ -127,7 +152,7 @@ async def video_advances(page, selector: str) -> tuple[float, int]:
 
 
 async def wait_ready_in_frame(page) -> bool:
-    """The live page's own window.ready, read inside its frame (bounded: SwiftShader is slow)."""
+    """The live page's own window.ready, read inside its frame (bounded: software GL is slow)."""
     await asyncio.wait_for(page.click("#play-button"), STEP_S)
     frame_el = await asyncio.wait_for(page.wait_for_selector("#playbox iframe"), STEP_S)
     frame = await asyncio.wait_for(frame_el.content_frame(), STEP_S)
@@ -135,7 +160,8 @@ async def wait_ready_in_frame(page) -> bool:
     return await handle.json_value(), frame
 
 
-async def test_run_report_in_chromium(tmp_path, clip):
+@in_module_loop
+async def test_run_report_in_chromium(tmp_path, clip, browser):
     run = make_run(tmp_path, "run one", clip_source=clip, world_title=HOSTILE, n_versions=5, failed_versions=(2,),
                    pictures=True, real_last_page=True, foreign=8, shot_calls=3)
     write_rating(run, 7.5, "windmill turns; " + HOSTILE, who="reviewer")
@@ -146,70 +172,69 @@ async def test_run_report_in_chromium(tmp_path, clip):
     stats = json.loads((run / "gate-stats.json").read_text())
     check = json.loads((run / "check.json").read_text())
 
-    async with launch_browser() as browser:
-        v = await visit(browser, elsewhere, tmp_path)  # a copy outside the run folder links back into it
-        imgs = await images_loaded(v.page)
-        assert len(imgs) == 6 and all(w > 0 for _, w in imgs), imgs  # the screenshot and each version's picture
-        await assert_clean(v)
+    v = await visit(browser, elsewhere, tmp_path)  # a copy outside the run folder links back into it
+    imgs = await images_loaded(v.page)
+    assert len(imgs) == 6 and all(w > 0 for _, w in imgs), imgs  # the screenshot and each version's picture
+    await assert_clean(v)
 
-        v = await visit(browser, report, tmp_path)
-        page = v.page
-        imgs = await images_loaded(page)
-        assert len(imgs) == 6 and all(w > 0 for _, w in imgs), imgs
-        t, width = await video_advances(page, "#clip")
-        assert t > 0.3 and width == 320
+    v = await visit(browser, report, tmp_path)
+    page = v.page
+    imgs = await images_loaded(page)
+    assert len(imgs) == 6 and all(w > 0 for _, w in imgs), imgs
+    t, width = await video_advances(page, "#clip")
+    assert t > 0.3 and width == 320
 
-        # what a person reads equals what the files say
-        assert await page.inner_text("#run-summary") == f"{info['summary_run']} {info['summary_versions']}"
-        assert await page.inner_text("#check-summary") == check["summary"]
-        assert await page.inner_text("#world-title") == HOSTILE  # shown as text, never run
-        assert HOSTILE in await page.inner_text("#rating-note")
-        assert (await page.inner_text("#rating-score")).startswith("7.5")
-        note = await page.inner_text("#requests-note")
-        assert f"({info['requests']} in all)" in note and f"The {stats['tool_requests']} quick load checks" in note
-        assert info["requests"] == 12 and stats["tool_requests"] == 3  # shot.sh calls are not requests
-        assert f"each of the {info['requests']} timed requests" in await page.inner_text("#tokens-note")
-        rows = await page.eval_on_selector_all("#items tbody tr", "rs => rs.map(r => [r.cells[0].innerText, r.cells[2].innerText])")
-        assert rows == [[it["id"], f"{it['points']:g} / {it['max_points']:g}"] for it in check["items"]]
-        setup = await page.inner_text("#setup")
-        assert "test-model-7b at http://127.0.0.1:8000/v1" in setup and "hard stop at 120 min, finish-now from 90 min" in setup
-        facts = await page.inner_text("#timeline-facts")
-        assert f"first sent at {stats['finish_now_first_s'] / 60:.1f} min" in facts and "ended at 92.3 min (done)" in facts
-        assert "Hard stop: not reached" in facts
-        assert await page.locator("#foreign tbody tr").count() == 5  # the top five; three more folded away
-        assert "proc0" in await page.inner_text("#foreign") and "3 more" in await page.inner_text("body")
-        assert "its sha256 is the contract's" in await page.inner_text("#prompt summary")
-        # each version: its own picture, its verdict, the request after which it appeared
-        assert await page.get_attribute("#v5", "class") == "version chosen"
-        v2 = await page.inner_text("#v2")
-        assert "did not load cleanly" in v2 and "THREE is not defined" in v2 and "after request r0004" in v2
-        assert "the load check's picture of this version" in v2
-        assert await page.locator("svg[aria-label='tokens over time'] path").count() == 3
-        raw = await page.eval_on_selector_all("#raw a", "as => as.map(a => a.href)")
-        assert all(local_path(h).is_file() for h in raw) and any(h.endswith("rating.json") for h in raw)
-        await assert_clean(v)
+    # what a person reads equals what the files say
+    assert await page.inner_text("#run-summary") == f"{info['summary_run']} {info['summary_versions']}"
+    assert await page.inner_text("#check-summary") == check["summary"]
+    assert await page.inner_text("#world-title") == HOSTILE  # shown as text, never run
+    assert HOSTILE in await page.inner_text("#rating-note")
+    assert (await page.inner_text("#rating-score")).startswith("7.5")
+    note = await page.inner_text("#requests-note")
+    assert f"({info['requests']} in all)" in note and f"The {stats['tool_requests']} quick load checks" in note
+    assert info["requests"] == 12 and stats["tool_requests"] == 3  # shot.sh calls are not requests
+    assert f"each of the {info['requests']} timed requests" in await page.inner_text("#tokens-note")
+    rows = await page.eval_on_selector_all("#items tbody tr", "rs => rs.map(r => [r.cells[0].innerText, r.cells[2].innerText])")
+    assert rows == [[it["id"], f"{it['points']:g} / {it['max_points']:g}"] for it in check["items"]]
+    setup = await page.inner_text("#setup")
+    assert "test-model-7b at http://127.0.0.1:8000/v1" in setup and "hard stop at 120 min, finish-now from 90 min" in setup
+    facts = await page.inner_text("#timeline-facts")
+    assert f"first sent at {stats['finish_now_first_s'] / 60:.1f} min" in facts and "ended at 92.3 min (done)" in facts
+    assert "Hard stop: not reached" in facts
+    assert await page.locator("#foreign tbody tr").count() == 5  # the top five; three more folded away
+    assert "proc0" in await page.inner_text("#foreign") and "3 more" in await page.inner_text("body")
+    assert "its sha256 is the contract's" in await page.inner_text("#prompt summary")
+    # each version: its own picture, its verdict, the request after which it appeared
+    assert await page.get_attribute("#v5", "class") == "version chosen"
+    v2 = await page.inner_text("#v2")
+    assert "did not load cleanly" in v2 and "THREE is not defined" in v2 and "after request r0004" in v2
+    assert "the load check's picture of this version" in v2
+    assert await page.locator("svg[aria-label='tokens over time'] path").count() == 3
+    raw = await page.eval_on_selector_all("#raw a", "as => as.map(a => a.href)")
+    assert all(local_path(h).is_file() for h in raw) and any(h.endswith("rating.json") for h in raw)
+    await assert_clean(v)
 
-        # play it: the chosen page runs in its frame, from files beside the report, and nothing else
-        before = len(v.requests)
-        ready, frame = await wait_ready_in_frame(page)
-        assert ready is True
-        played = [local_path(u) for u in v.requests[before:] if not u.startswith("data:")]
-        assert played == [run / "report-play" / "game.html"], v.requests[before:]
-        await assert_clean(v)
-        # the page cannot reach the report: its frame has no origin of its own
-        assert await asyncio.wait_for(frame.evaluate(
-            "() => { try { return parent.document.title } catch (e) { return 'blocked' } }"), STEP_S) == "blocked"
+    # play it: the chosen page runs in its frame, from files beside the report, and nothing else
+    before = len(v.requests)
+    ready, frame = await wait_ready_in_frame(page)
+    assert ready is True
+    played = [local_path(u) for u in v.requests[before:] if not u.startswith("data:")]
+    assert played == [run / "report-play" / "game.html"], v.requests[before:]
+    await assert_clean(v)
+    # the page cannot reach the report: its frame has no origin of its own
+    assert await asyncio.wait_for(frame.evaluate(
+        "() => { try { return parent.document.title } catch (e) { return 'blocked' } }"), STEP_S) == "blocked"
 
-        # printed: a few clean pages, without the live page or the clip
-        await asyncio.wait_for(page.emulate_media(media="print"), STEP_S)
-        assert not await page.is_visible("#play") and not await page.is_visible("#clip")
-        assert await page.is_visible("#screenshot") and await page.is_visible("#items")
-        pdf = await asyncio.wait_for(page.pdf(format="A4"), STEP_S * 2)
-        pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
-        assert 2 <= pages <= 6, pages
+    # printed: a few clean pages, without the live page or the clip
+    await asyncio.wait_for(page.emulate_media(media="print"), STEP_S)
+    assert not await page.is_visible("#play") and not await page.is_visible("#clip")
+    assert await page.is_visible("#screenshot") and await page.is_visible("#items")
+    pdf = await asyncio.wait_for(page.pdf(format="A4"), STEP_S * 2)
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
+    assert 2 <= pages <= 6, pages
 
-        await plays_from_a_static_host(browser, tmp_path, "run%20one/report.html")
-        await hostile_page_stays_in_its_frame(browser, tmp_path)
+    await plays_from_a_static_host(browser, tmp_path, "run%20one/report.html")
+    await hostile_page_stays_in_its_frame(browser, tmp_path)
 
 
 HOSTILE_PAGE = """<!doctype html><meta http-equiv="refresh" content="1;url=https://evil.example/refresh">
@@ -268,31 +293,32 @@ async def plays_from_a_static_host(browser, root: Path, rel: str) -> None:
     await ctx.close()
 
 
-async def test_killed_run_gets_a_page_that_says_so(tmp_path, clip):
+@in_module_loop
+async def test_killed_run_gets_a_page_that_says_so(tmp_path, clip, browser):
     run = make_run(tmp_path, "killed", clip_source=clip, finalized=False, n_versions=4)
     (run / "gate-stats.json").write_text('{"requests": 12, "errors": 0, "blo')  # cut mid-write
     report = write_run_report(run)
-    async with launch_browser() as browser:
-        v = await visit(browser, report, tmp_path)
-        page = v.page
-        banner = await page.inner_text("#unfinished")
-        assert "not finalized" in banner and "check.json is missing" in banner
-        assert "gate-stats.json could not be read" in await page.inner_text("#problems")
-        assert "versions.jsonl: 1 line could not be read" in await page.inner_text("#problems")
-        assert await page.locator("#clip").count() == 0 and await page.locator("#screenshot").count() == 0
-        assert "no clip recorded" in await page.inner_text("body")
-        # the four versions are still shown; the last one's load check was cut off
-        assert await page.locator("#versions .version").count() == 4
-        assert "not checked" in await page.inner_text("#v4")
-        assert "last record is from" in await page.inner_text("#run-summary")
-        assert await images_loaded(page) == []
-        await assert_clean(v)
+    v = await visit(browser, report, tmp_path)
+    page = v.page
+    banner = await page.inner_text("#unfinished")
+    assert "not finalized" in banner and "check.json is missing" in banner
+    assert "gate-stats.json could not be read" in await page.inner_text("#problems")
+    assert "versions.jsonl: 1 line could not be read" in await page.inner_text("#problems")
+    assert await page.locator("#clip").count() == 0 and await page.locator("#screenshot").count() == 0
+    assert "no clip recorded" in await page.inner_text("body")
+    # the four versions are still shown; the last one's load check was cut off
+    assert await page.locator("#versions .version").count() == 4
+    assert "not checked" in await page.inner_text("#v4")
+    assert "last record is from" in await page.inner_text("#run-summary")
+    assert await images_loaded(page) == []
+    await assert_clean(v)
 
 
 # ---- several runs ------------------------------------------------------------------------------
 
 
-async def test_comparison_sorts_links_and_plays(tmp_path, clip):
+@in_module_loop
+async def test_comparison_sorts_links_and_plays(tmp_path, clip, browser):
     runs = [
         make_run(tmp_path / "runs", "alpha", clip_source=clip, model="m-beta", points={"5": 0.0}),  # 9
         make_run(tmp_path / "runs", "bravo", clip_source=clip, model="m-alpha", finalized=False),  # no score
@@ -305,54 +331,53 @@ async def test_comparison_sorts_links_and_plays(tmp_path, clip):
     check["rubric_version"] = "0.9"  # scored by an older rubric: marked, not mixed in silently
     (runs[2] / "check.json").write_text(json.dumps(check))
     out = write_comparison(runs, tmp_path / "site" / "compare.html")
-    async with launch_browser() as browser:
-        v = await visit(browser, out, tmp_path)
-        page = v.page
+    v = await visit(browser, out, tmp_path)
+    page = v.page
 
-        async def order() -> list[str]:
-            return await asyncio.wait_for(page.eval_on_selector_all("#runs tbody tr", "rs => rs.map(r => r.dataset.run)"), STEP_S)
+    async def order() -> list[str]:
+        return await asyncio.wait_for(page.eval_on_selector_all("#runs tbody tr", "rs => rs.map(r => r.dataset.run)"), STEP_S)
 
-        async def column(name: str) -> list[str]:
-            i = await page.eval_on_selector_all("#runs thead th", f"hs => hs.findIndex(h => h.textContent.trim() === {json.dumps(name)})")
-            assert i >= 0, name
-            return await page.eval_on_selector_all("#runs tbody tr", f"rs => rs.map(r => r.cells[{i}].innerText.trim())")
+    async def column(name: str) -> list[str]:
+        i = await page.eval_on_selector_all("#runs thead th", f"hs => hs.findIndex(h => h.textContent.trim() === {json.dumps(name)})")
+        assert i >= 0, name
+        return await page.eval_on_selector_all("#runs tbody tr", f"rs => rs.map(r => r.cells[{i}].innerText.trim())")
 
-        assert await order() == ["alpha", "bravo", "charlie", "delta"]
-        # the figures are the files': totals, an item's points, requests, rating
-        assert await column("check") == ["9", "–", "7.5", "10"]
-        assert await column("5") == ["0", "–", "0.5", "1"]
-        assert await column("requests") == [str(json.loads((r / "gate-stats.json").read_text())["requests"]) for r in runs]
-        assert await column("rating") == ["6", "–", "–", "8.5"]
-        assert await column("parts / triangles") == ["50,269 / 609,760", "–", "50,269 / 609,760", "50,269 / 609,760"]
-        assert "0.9" in await page.inner_text("#runs tr[data-run=charlie]") and await page.locator("#rubric-warning").count() == 1
-        assert "0.9" not in await page.inner_text("#runs tr[data-run=alpha]")
+    assert await order() == ["alpha", "bravo", "charlie", "delta"]
+    # the figures are the files': totals, an item's points, requests, rating
+    assert await column("check") == ["9", "–", "7.5", "10"]
+    assert await column("5") == ["0", "–", "0.5", "1"]
+    assert await column("requests") == [str(json.loads((r / "gate-stats.json").read_text())["requests"]) for r in runs]
+    assert await column("rating") == ["6", "–", "–", "8.5"]
+    assert await column("parts / triangles") == ["50,269 / 609,760", "–", "50,269 / 609,760", "50,269 / 609,760"]
+    assert "0.9" in await page.inner_text("#runs tr[data-run=charlie]") and await page.locator("#rubric-warning").count() == 1
+    assert "0.9" not in await page.inner_text("#runs tr[data-run=alpha]")
 
-        await asyncio.wait_for(page.click("#runs th:text-is('check')"), STEP_S)
-        assert await order() == ["charlie", "alpha", "delta", "bravo"]  # ascending, unscored last
-        await asyncio.wait_for(page.click("#runs th:text-is('check')"), STEP_S)
-        assert await order() == ["delta", "alpha", "charlie", "bravo"]  # descending, unscored still last
-        await asyncio.wait_for(page.click("#runs th:text-is('model')"), STEP_S)
-        assert await order() == ["bravo", "alpha", "delta", "charlie"]  # m-alpha, m-beta, m-delta, m-gamma
-        await asyncio.wait_for(page.click("#runs th:text-is('rating')"), STEP_S)
-        assert (await order())[:2] == ["alpha", "delta"]  # 6, 8.5, then the unrated
+    await asyncio.wait_for(page.click("#runs th:text-is('check')"), STEP_S)
+    assert await order() == ["charlie", "alpha", "delta", "bravo"]  # ascending, unscored last
+    await asyncio.wait_for(page.click("#runs th:text-is('check')"), STEP_S)
+    assert await order() == ["delta", "alpha", "charlie", "bravo"]  # descending, unscored still last
+    await asyncio.wait_for(page.click("#runs th:text-is('model')"), STEP_S)
+    assert await order() == ["bravo", "alpha", "delta", "charlie"]  # m-alpha, m-beta, m-delta, m-gamma
+    await asyncio.wait_for(page.click("#runs th:text-is('rating')"), STEP_S)
+    assert (await order())[:2] == ["alpha", "delta"]  # 6, 8.5, then the unrated
 
-        imgs = await images_loaded(page)
-        assert len(imgs) == 3 and all(w > 0 for _, w in imgs), imgs  # the unfinished run has no screenshot
-        assert await page.locator("video[src]").count() == 0  # no clip loads before it is asked for
-        await asyncio.wait_for(page.click("#runs tr[data-run=delta] button.thumbbtn"), STEP_S)
-        t, width = await video_advances(page, "#clipvideo")
-        assert t > 0.3 and width == 320 and await page.inner_text("#clipname") == "delta"
-        await asyncio.wait_for(page.click("#clipclose"), STEP_S)
+    imgs = await images_loaded(page)
+    assert len(imgs) == 3 and all(w > 0 for _, w in imgs), imgs  # the unfinished run has no screenshot
+    assert await page.locator("video[src]").count() == 0  # no clip loads before it is asked for
+    await asyncio.wait_for(page.click("#runs tr[data-run=delta] button.thumbbtn"), STEP_S)
+    t, width = await video_advances(page, "#clipvideo")
+    assert t > 0.3 and width == 320 and await page.inner_text("#clipname") == "delta"
+    await asyncio.wait_for(page.click("#clipclose"), STEP_S)
 
-        links = await page.eval_on_selector_all("#runs a.runlink", "as => as.map(a => a.href)")
-        assert sorted(local_path(h) for h in links) == sorted(r / "report.html" for r in runs)
-        await assert_clean(v)
+    links = await page.eval_on_selector_all("#runs a.runlink", "as => as.map(a => a.href)")
+    assert sorted(local_path(h) for h in links) == sorted(r / "report.html" for r in runs)
+    await assert_clean(v)
 
-        # following a link lands on that run's own page, which works too
-        await asyncio.wait_for(page.click("#runs a.runlink:has-text('charlie')"), STEP_S)
-        await asyncio.wait_for(page.wait_for_url("**/charlie/report.html"), STEP_S)
-        assert "Browser check 7.5 out of 10" in await page.inner_text("#check-summary")
-        await assert_clean(v)
+    # following a link lands on that run's own page, which works too
+    await asyncio.wait_for(page.click("#runs a.runlink:has-text('charlie')"), STEP_S)
+    await asyncio.wait_for(page.wait_for_url("**/charlie/report.html"), STEP_S)
+    assert "Browser check 7.5 out of 10" in await page.inner_text("#check-summary")
+    await assert_clean(v)
 
 
 # ---- without a browser ---------------------------------------------------------------------------

@@ -16,13 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from showcase.check.models import CheckReport
 from showcase.report.rating import Rating, read_rating
 from showcase.check.rubric import load_rubric
-from showcase.clip.model import ClipResult
-from showcase.gate.log import GateLogLine, GateStats
+from showcase.gate.log import GateLogLine
 from showcase.run.artefacts import (
-    Contract, FinalChoice, ForeignProcess, RunEvent, RunInfo, RunLayout, SamplingFile, VersionRecord, read_run,
+    FinalChoice, ForeignProcess, RunEvent, RunFiles, RunLayout, VersionRecord, read_run,
 )
 from showcase.run.summary import run_sentences, unfinished_run_sentences, versions_sentence
 
@@ -79,29 +77,37 @@ class TokenPoint:
     n: int = 0  # requests so far, this one included
 
 
+def _stored(name: str) -> property:
+    """A file of the run as read_run left it: the report keeps no copy of its own."""
+    return property(lambda self: getattr(self.files, name))
+
+
 @dataclass
 class RunView:
-    """Everything the report shows about one run."""
+    """Everything the report shows about one run: the run folder's files (RunFiles, on their
+    writers' models) and what the page derives from them."""
 
-    dir: Path
+    files: RunFiles
     label: str | None = None  # how a comparison names it (the folder name, made unique)
-    command: str | None = None
-    contract: Contract | None = None
-    sampling: SamplingFile | None = None
-    run_info: RunInfo | None = None
-    gate_stats: GateStats | None = None
-    final_choice: FinalChoice | None = None
-    check: CheckReport | None = None
-    clip_info: ClipResult | None = None
-    gate_lines: list[GateLogLine] = field(default_factory=list)
-    events: list[RunEvent] = field(default_factory=list)
     versions: list[Version] = field(default_factory=list)
     screenshot: str | None = None
     clip: str | None = None
     agent_shots: list[AgentShot] = field(default_factory=list)
     rating: Rating | None = None
     prompt: str | None = None  # the exact prompt the agent got (task/prompt.txt)
-    problems: list[str] = field(default_factory=list)
+
+    dir = property(lambda self: self.files.layout.root)
+    command = _stored("command")
+    contract = _stored("contract")
+    sampling = _stored("sampling")
+    run_info = _stored("run_info")
+    gate_stats = _stored("gate_stats")
+    final_choice = _stored("final_choice")
+    check = _stored("check")
+    clip_info = _stored("clip")  # clip.json; `clip` is the video's file name
+    gate_lines = _stored("gate_lines")
+    events = _stored("events")
+    problems = _stored("problems")  # the report adds its own (prompt, rating) to the run's list
 
     # ---- setup ---------------------------------------------------------------------------
     @property
@@ -569,11 +575,7 @@ def load_run(run_dir: Path) -> RunView:
     """Read everything a run folder holds. Never raises on a missing or broken file."""
     files = read_run(run_dir)
     layout = files.layout
-    run = RunView(
-        dir=Path(run_dir), command=files.command, contract=files.contract, sampling=files.sampling,
-        run_info=files.run_info, gate_stats=files.gate_stats, final_choice=files.final_choice, check=files.check,
-        clip_info=files.clip, gate_lines=files.gate_lines, events=files.events, problems=files.problems,
-    )
+    run = RunView(files=files)
     run.versions = _versions(layout, files.versions, files.final_choice)
     _read_agent_shots(run, layout)
     run.rating = read_rating(layout.root, run.problems)
