@@ -9,6 +9,7 @@ place. A node that dies mid-job: Ray runs the job again elsewhere (max_retries);
 back in the batch folder stays.
 """
 
+import hashlib
 import io
 import os
 import shutil
@@ -151,6 +152,14 @@ def unpack_folder(data: bytes, target: Path, cap_bytes: int = RUN_CAP_BYTES) -> 
 # ---------------------------------------------------------------------------------------------
 # What runs on a node.
 
+def _batch_id(out: Path) -> str:
+    """The batch's folder on a node: short (a run's gate socket path must stay under 108 bytes)
+    and the same for the same DIR (a resumed batch finds its own)."""
+    resolved = out.resolve().as_posix()
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(resolved).name)[:24]
+    return f"{name}-{hashlib.sha256(resolved.encode()).hexdigest()[:10]}"
+
+
 def _scratch(batch_id: str) -> Path:
     return Path(os.environ.get(SCRATCH_ENV) or "/var/tmp/showcase-ray") / batch_id
 
@@ -240,7 +249,7 @@ class RayCluster:
         if key:  # a node's workers have the node's environment, not ours; the key goes with the job alone
             options["runtime_env"] = {"env_vars": {"SHOWCASE_UPSTREAM_KEY": key}}
         remote = ray.remote(_run_on_node)
-        batch_id = out.resolve().as_posix().strip("/").replace("/", "_")[-100:]
+        batch_id = _batch_id(out)
         refs = {}
         for job in jobs:
             if has_report(out / job.name):
