@@ -23,6 +23,7 @@ from showcase.report import write_comparison, write_run_report
 from showcase.report.load import load_run
 from showcase.report.play import write_play
 from showcase.report.rating import Rating, write_rating
+from showcase.task import load_task
 
 STEP_S = 30.0  # bound on every single browser call (the machine is shared: generous)
 # The report scores no frame rate, so its pages need not be drawn by the renderer the frame-rate
@@ -534,7 +535,7 @@ def test_the_live_page_takes_nothing_but_the_cache(tmp_path):
     page = tmp_path / "game.html"
     page.write_text('<script type="importmap">{"imports": {"three": "https://evil.example/three.js", "x/": "file:///etc/"}}'
                     '</script><script type="module">import "three"; import "x/passwd"; import "../../secret.js";</script>')
-    play = write_play(page, tmp_path / "play", {})
+    play = write_play(page, tmp_path / "play", load_task())
     assert play.files == [] and play.missing == ["https://evil.example/three.js", "file:///etc/passwd"]
     text = play.page.read_text()
     assert "__showcaseModules ||=" not in text and "passwd" in text  # the page itself is kept as it was

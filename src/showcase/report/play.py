@@ -22,11 +22,15 @@ import shutil
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 from showcase.browser.cdn import CDN_PREFIX
 from showcase.errors import InfraError
 from showcase.io import write_text_atomic
+
+if TYPE_CHECKING:
+    from showcase.task import Task
 
 MAX_PAGE_BYTES = 8 << 20  # the watcher keeps bigger pages too, but the report copies at most this
 MAX_FILES = 400  # three's examples import a few dozen files at most
@@ -111,9 +115,14 @@ def _js(text: str) -> str:
     return json.dumps(text).replace("<", "\\u003c")
 
 
-def write_play(page_file: Path, play_dir: Path, fallback_map: dict[str, str]) -> Play:
+def write_play(page_file: Path, play_dir: Path, task: Task | None = None) -> Play:
     """Write play_dir/game.html and the library files it imports. InfraError when the npm cache
-    is not there (no fetching here: a report never goes to the network)."""
+    is not there (no fetching here: a report never goes to the network).
+
+    task: the run's task, whose import map a page without one of its own uses and whose packages
+    the offline cache holds; None (a task this machine does not know): only the page's own map,
+    and nothing from the cache."""
+    fallback_map = task.import_map if task is not None else {}
     cdn = None  # opened at the first library file: a page that imports nothing needs no cache
     if page_file.stat().st_size > MAX_PAGE_BYTES:
         raise InfraError(f"{page_file.name} is over {MAX_PAGE_BYTES:,} bytes: not copied for playing")
@@ -137,14 +146,13 @@ def write_play(page_file: Path, play_dir: Path, fallback_map: dict[str, str]) ->
         specs[url] = url
         if url in texts or url in missing:
             continue
-        if cdn is None and url.startswith(CDN_PREFIX):
+        if cdn is None and task is not None and url.startswith(CDN_PREFIX):
             from showcase.browser.cdn import ensure_npm_cache
             from showcase.check.runner import offline_cdn  # the check's own, unpacked once per process
-            from showcase.task import load_task
 
-            ensure_npm_cache(load_task("voxel").npm, fetch=False)
-            cdn = offline_cdn(None)
-        found = cdn.lookup(url) if url.startswith(CDN_PREFIX) else None
+            ensure_npm_cache(task.npm, fetch=False)
+            cdn = offline_cdn(None, task)
+        found = cdn.lookup(url) if cdn is not None and url.startswith(CDN_PREFIX) else None
         if found is None:
             missing.append(url)
             continue

@@ -277,14 +277,14 @@ def make_play(run: RunView, out: Path) -> tuple[Play | None, str | None]:
     chosen = run.chosen
     if chosen is None or chosen.file is None:
         return None, "no version was chosen, so there is nothing to play"
-    from showcase.task import load_task
+    from showcase.task import DEFAULT_TASK, load_task
 
     try:
-        fallback = load_task(run.task or "voxel").import_map
+        task = load_task(run.task or DEFAULT_TASK)
     except Exception:  # an unknown task id in a foreign folder: the page's own import map, if any, still works
-        fallback = {}
+        task = None
     try:
-        return write_play(run.dir / chosen.file, out.parent / f"{out.stem}-play", fallback), None
+        return write_play(run.dir / chosen.file, out.parent / f"{out.stem}-play", task), None
     except (InfraError, OSError) as exc:
         return None, f"the live page could not be prepared: {exc}"
 
