@@ -165,7 +165,7 @@ async def _record_virtual(
 ) -> _Recording:
     rec = _Recording()
     page = session.page
-    navs = Navigations(page)
+    navs = Navigations(page)  # a step lost to a navigation is retried: the new document has a fresh clock
     free = await _load(session, cdp, rec, wait_ready=True)
     rec.load_seconds = time.monotonic() - rec.t0
     frame: bytes | None = None
