@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from showcase import __version__
+from showcase.browser.bounded import webgl_renderer
 from showcase.browser.cdn import OfflineCdn
 from showcase.task import NpmPackage, Task, load_task
 from showcase.browser.launch import chromium_version, launch_browser
@@ -27,7 +28,7 @@ from showcase.check.pixels import changed_share, off_dominant_share, text_mask, 
 from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
 from showcase.browser.seal import browser_pid
-from showcase.check.session import BoundedPage, StopMeasuring, webgl_renderer
+from showcase.check.session import BoundedPage, StopMeasuring
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
 from showcase.run.monitor import ForeignProcessMonitor
