@@ -264,23 +264,19 @@ class RayCluster:
                                  name=f"showcase-run-{job.name}").remote(job, batch_id)
             refs[ref] = job
             started(job.name)(None, None)
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=WAIT_S)
-            for ref in ready:
-                job = refs.pop(ref)
-                try:
-                    result, data, log = ray.get(ref)
-                except Exception as exc:  # the job failed RETRIES+1 times (nodes died) or raised
-                    finished(JobResult(name=job.name, state="failed", node="?", error=f"on the cluster: {str(exc).splitlines()[0][:300]}"))
-                    continue
-                try:
-                    write_bytes_atomic(out / "logs" / f"{job.name}.log", log)
-                    if result.state == "done":
-                        unpack_folder(data, out / job.name)
-                except (InfraError, OSError, tarfile.TarError) as exc:
-                    result = result.model_copy(update={"state": "failed", "error": f"bringing the folder back: {exc}"})
-                say(f"{job.name}: {result.state} on {result.node}")
-                finished(result)
+        for job, answer, exc in _each_done(ray, refs):
+            if exc is not None:  # the job failed RETRIES+1 times (nodes died) or raised
+                finished(JobResult(name=job.name, state="failed", node="?", error=f"on the cluster: {_first_line(exc)}"))
+                continue
+            result, data, log = answer
+            try:
+                write_bytes_atomic(out / "logs" / f"{job.name}.log", log)
+                if result.state == "done":
+                    unpack_folder(data, out / job.name)
+            except (InfraError, OSError, tarfile.TarError) as exc:
+                result = result.model_copy(update={"state": "failed", "error": f"bringing the folder back: {exc}"})
+            say(f"{job.name}: {result.state} on {result.node}")
+            finished(result)
 
     def check_pages(self, htmls: dict[Path, bytes], dirs: dict[Path, Path], npm_dir: Path | None):
         """The check of every page on the cluster; check.json and screenshot.png written here."""
@@ -293,22 +289,35 @@ class RayCluster:
         remote = ray.remote(_check_on_node).options(num_cpus=1, resources={RESOURCE: 1}, max_retries=RETRIES)
         refs = {remote.remote(html, str(path), str(npm_dir) if npm_dir else None): path for path, html in htmls.items()}
         reports, failures, nodes = {}, {}, {}
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=WAIT_S)
-            for ref in ready:
-                path = refs.pop(ref)
-                try:
-                    report_json, png, node = ray.get(ref)
-                except Exception as exc:
-                    cause = getattr(exc, "cause", None)
-                    failures[path] = cause if isinstance(cause, ShowcaseError) else InternalError(str(exc).splitlines()[0][:300])
-                    continue
-                report = CheckReport.model_validate_json(report_json)
-                write_report(report, dirs[path])
-                if png is not None:
-                    write_bytes_atomic(dirs[path] / "screenshot.png", png)
-                reports[path], nodes[path] = report, node
+        for path, answer, exc in _each_done(ray, refs):
+            if exc is not None:
+                cause = getattr(exc, "cause", None)
+                failures[path] = cause if isinstance(cause, ShowcaseError) else InternalError(_first_line(exc))
+                continue
+            report_json, png, node = answer
+            report = CheckReport.model_validate_json(report_json)
+            write_report(report, dirs[path])
+            if png is not None:
+                write_bytes_atomic(dirs[path] / "screenshot.png", png)
+            reports[path], nodes[path] = report, node
         return reports, failures, nodes
+
+
+def _each_done(ray, refs: dict):
+    """(key, answer, None) or (key, None, the exception ray.get raised), as each job of refs ends."""
+    while refs:
+        ready, _ = ray.wait(list(refs), num_returns=1, timeout=WAIT_S)
+        for ref in ready:
+            key = refs.pop(ref)
+            try:
+                answer, error = ray.get(ref), None
+            except Exception as exc:
+                answer, error = None, exc
+            yield key, answer, error
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
 
 
 def check_on_ray(htmls: dict[Path, bytes], dirs: dict[Path, Path], npm_dir: Path | None, address: str):
