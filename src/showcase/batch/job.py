@@ -117,7 +117,7 @@ def _child(args: list[str], log: Path, timeout_s: float, on_start: Callable[[int
     return code, None if code == 0 else _last_line(log)
 
 
-def _set_aside(folder: Path) -> Path:
+def set_aside(folder: Path) -> Path:
     """An unfinished folder to be run again is moved, never deleted: DIR/.attempts/<name>.<n>/."""
     attempts = folder.parent / ATTEMPTS_DIR
     attempts.mkdir(exist_ok=True)
@@ -172,7 +172,7 @@ def _execute(job: Job, root: Path, on_start, say, node: str) -> JobResult:
             if code == 0 and has_report(folder):
                 return JobResult(name=job.name, state="done", exit_code=0, node=node)
             say(f"{job.name}: finalize failed ({error}); running it again")
-        moved = _set_aside(folder)
+        moved = set_aside(folder)
         say(f"{job.name}: the unfinished folder is kept as {moved.relative_to(root)}; running it again")
     args = ["run", *job.run_args, "--out", str(folder)]
     if job.sampling:

@@ -257,9 +257,9 @@ class RayCluster:
                 continue
             if (out / job.name).exists():
                 # A folder that came back but holds no report (killed in the bring-back) is kept aside.
-                from showcase.batch.job import _set_aside
+                from showcase.batch.job import set_aside
 
-                _set_aside(out / job.name)
+                set_aside(out / job.name)
             ref = remote.options(**options, num_cpus=job.cpus, resources={RESOURCE: 1},
                                  name=f"showcase-run-{job.name}").remote(job, batch_id)
             refs[ref] = job
