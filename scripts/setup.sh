@@ -41,7 +41,7 @@ fi
 stamp=.venv/.showcase-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing showcase into .venv"
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[test,ray]'  # ray: the --ray tests (about 80 MB)
   touch "$stamp"
 fi
 

@@ -3,4 +3,4 @@
 # and stop it after if they started it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec .venv/bin/python -m pytest -ra "$@"
+exec .venv/bin/python -m pytest -ra --durations=30 "$@"

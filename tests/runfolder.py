@@ -21,11 +21,17 @@ from showcase.clip.model import ClipResult
 from showcase.gate.log import GateLogLine, GateStats
 from showcase.io import append_jsonl, write_json_atomic
 from showcase.run.artefacts import (
-    CommandLine, ContainerLimits, Contract, ContractLimits, HarnessInfo, ImageInfo, RunEvent, RunInfo, RunLayout,
-    SamplingFile, SandboxLimits, ToolVersions, VersionRecord,
+    CommandLine, ContainerLimits, Contract, ContractLimits, ForeignProcess, HarnessInfo, ImageInfo, LoadSample, RunEvent,
+    RunInfo, RunLayout, SamplingFile, SandboxLimits, ToolVersions, VersionRecord,
 )
 from showcase.run.final_choice import choose_final
+from showcase.run.shot import SHOT_PATH
 from showcase.run.summary import with_summary
+from showcase.task import load_task
+
+REPO = Path(__file__).resolve().parents[1]
+# A real page of the task (three.js from the import map, window.ready): the live page's test plays it.
+REAL_PAGE = REPO / "examples" / "voxel.html"
 
 # Text a hostile page could put in its title or DOM; the report must show it, never run it.
 HOSTILE = '<img src="https://evil.example/x.png" onerror="console.error(1)"><script>console.error("xss")</script>'
@@ -76,19 +82,30 @@ def make_run(
     finalized: bool = True,
     agent_shots: int = 0,
     world_title: str = "Voxel Isles",
+    shot_calls: int = 0,
+    pictures: bool = False,
+    real_last_page: bool = False,
+    foreign: int = 0,
 ) -> Path:
     """One run folder. finalized=False leaves what a run killed mid-way leaves: no run-info, no
-    final choice, no check, no clip, and a cut last line in versions.jsonl."""
+    final choice, no check, no clip, and a cut last line in versions.jsonl.
+
+    shot_calls: shot.sh calls in gate.log (kind 'tool'), which are not requests to the model;
+    pictures: each version's load check kept versions/NNN.png (VersionRecord.picture);
+    real_last_page: the last version is examples/voxel.html; foreign: other processes seen."""
     run = root / name
     layout = RunLayout(run)
     layout.versions_dir.mkdir(parents=True)
     start = datetime(2026, 11, 30, 8, 0, tzinfo=timezone.utc)
     span_s = minutes * 60
+    task = load_task("voxel")
+    layout.task_dir.mkdir(parents=True)
+    (layout.task_dir / "prompt.txt").write_bytes(task.prompt_bytes)
     CommandLine(argv=["showcase", "run", "--task", "voxel", "--harness", harness, "--upstream", "http://127.0.0.1:8000/v1",
                       "--model", model, "--out", f"runs/{name}"]).write(layout.command)
     sampling = {"temperature": 0.6, "top_p": 0.95, "max_tokens": 262144}
     write_json_atomic(layout.contract, Contract(
-        task_id="voxel", prompt_sha256="26f98fd96f94b1b1c152eec15d2becfc807e7c7f2d478ae456e1d6e6a2bbdbb6",
+        task_id="voxel", prompt_sha256=hashlib.sha256(task.prompt_bytes).hexdigest(),
         limits=ContractLimits(hard_stop_s=7200, finish_now_after_s=5400, answer_limit=262144, context_size=262144),
         harness=HarnessInfo(id=harness, version="0.3"), model=model, upstream_url="http://127.0.0.1:8000/v1",
         sampling=sampling, sandbox_limits=SandboxLimits(memory_bytes=4 << 30, cpus=1.0, pids=512, user="agent"),
@@ -109,27 +126,40 @@ def make_run(
             kind="api", method="POST", path="/v1/chat/completions", api="chat", stream=True, status=200,
             prompt_tokens=p, answer_tokens=a, latency_ms=900.0, finish_reason="stop", injected=t >= 5400,
         ))
+    for k in range(shot_calls):  # the agent's quick load checks: the run's own endpoint, not the model
+        t = span_s * (k + 0.7) / (shot_calls + 1)
+        lines.append(GateLogLine(
+            time=(start + timedelta(seconds=t)).isoformat().replace("+00:00", "Z"), t_s=round(t, 3), id=f"t{k + 1:04d}",
+            kind="tool", method="POST", path=SHOT_PATH, status=200, latency_ms=2500.0,
+        ))
+    lines.sort(key=lambda line: line.t_s)
     _jsonl(layout.gate_log, lines)
+    lines = [line for line in lines if line.kind == "api"]
     fn_first = next((line.t_s for line in lines if line.injected), None)
     fn_sent = sum(1 for line in lines if line.injected)
     write_json_atomic(layout.gate_stats, GateStats(
         started_at=start.isoformat(), clock_started_at=start.isoformat(), updated_at=start.isoformat(),
         requests=requests, prompt_tokens=tp, answer_tokens=ta, finish_now_count=fn_sent, finish_now_first_s=fn_first,
-        tool_requests=3, last_request_id=lines[-1].id if lines else None,
+        tool_requests=shot_calls, last_request_id=lines[-1].id if lines else None,
     ))
 
     # versions/ + versions.jsonl (seen line, then a load_checked update with the same n)
     vrows = []
     for n in range(1, n_versions + 1):
         body = f"<!doctype html><title>v{n}</title><p>version {n} of {name}</p>".encode()
+        if real_last_page and n == n_versions:
+            body = REAL_PAGE.read_bytes()
         sha = hashlib.sha256(body).hexdigest()
         fname = f"{n:04d}-{sha[:8]}.html"
         (layout.versions_dir / fname).write_bytes(body)
         seen = VersionRecord(n=n, event="seen", t_s=round(span_s * n / (n_versions + 1), 2), sha256=sha, size=len(body),
                              last_request_id=f"r{max(1, n * requests // (n_versions + 1)):04d}", file=fname)
         ok = n not in failed_versions
+        picture = None
+        if pictures:
+            picture = make_png(layout.versions_dir / f"{n:03d}.png", (640, 360), 7 * n).relative_to(run).as_posix()
         vrows += [seen, seen.model_copy(update={
-            "event": "load_checked", "loaded_without_errors": ok,
+            "event": "load_checked", "loaded_without_errors": ok, "picture": picture,
             "load_errors": [] if ok else ["Uncaught ReferenceError: THREE is not defined\n    at game.html:12"]})]
     _jsonl(layout.versions_log, vrows, cut_last=not finalized)
     # shot.sh screenshots as the gate's shot endpoint names them; shot k halfway after version k
@@ -165,13 +195,19 @@ def make_run(
         versions_loaded_without_errors=loaded,
         container_limits=ContainerLimits(memory_bytes=4 << 30, cpus=1.0, pids=512, peak_memory_bytes=900 << 20),
         world_title=world_title,
+        foreign_processes=[
+            ForeignProcess(pid=1000 + i, name=f"proc{i}", cmdline=f"/usr/bin/proc{i} --work {i}",
+                           peak_cpu_percent=90.0 - i, cpu_seconds=600.0 - 10 * i) for i in range(foreign)
+        ],
+        host_load=[LoadSample(t_s=60.0 * i, load1=1.0 + i % 3, load5=1.5, load15=1.2) for i in range(20)],
     ), versions, choice))
     points = points or {}
     rubric = load_rubric()
     items = []
     for item_id, spec in rubric.items.items():
         got = points.get(item_id, spec.points)
-        figures = {"fps": 1.3} if item_id == "5" else ({"text_sample": HOSTILE} if item_id == "6b" else {"value": 1})
+        figures = {"5": {"fps": 1.3, "frames": 7}, "6a": {"parts": 50269, "triangles": 609760, "counted_by": "scene graph"},
+                   "6b": {"text_sample": HOSTILE}}.get(item_id, {"value": 1})
         items.append(ItemResult(id=item_id, name=spec.name, points=got, max_points=spec.points, passed=got >= spec.points,
                                 figures=figures, reason=f"{spec.name}: measured"))
     total = sum(i.points for i in items)

@@ -373,8 +373,10 @@ def test_a_run_under_every_file_attack(docker_engine, tmp_path, secret_file):
     assert peak < 700 * 1024 * 1024, f"showcase peaked at {peak / 2**20:.0f} MiB"
 
     # The Latin-1 page is the one version, and it counts (the final file was refused).
-    versions = sorted((run / "versions").iterdir())
+    versions = sorted((run / "versions").glob("*.html"))
     assert len(versions) == 1 and b"Caf\xe9 " in versions[0].read_bytes()
+    # Beside it at most the load check's own picture of it: nothing the agent named lands there.
+    assert {p.name for p in (run / "versions").iterdir()} - {versions[0].name} <= {"0001.png"}
     choice = json.loads((run / "final-choice.json").read_text())
     assert choice["n"] == 1 and choice["rule"] == "last_version_that_loads", choice
     assert json.loads((run / "check.json").read_text())["items"][0]["passed"] is True

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from showcase.browser.service import BrowserService
+from showcase.check.quick import QUICK_RENDERER, load_check
 from showcase.errors import InfraError
 
 pytestmark = pytest.mark.browser
@@ -29,3 +30,23 @@ def test_a_job_under_way_at_close_fails_instead_of_waiting_forever():
     service.close()
     with pytest.raises(InfraError, match="closed"):
         fut.result(timeout=15)
+
+
+# Throws as it loads; were the check to wait for ready, that would come 60 s later.
+BROKEN = b"<!doctype html><title>broken</title><script>setTimeout(() => { window.ready = true }, 60000); throw new Error('broken at load')</script>"
+# Fails to load: its one script is at an address the sealed browser never reaches.
+UNREACHABLE = b"<!doctype html><title>gone</title><script src='https://example.invalid/x.js'></script><script>setTimeout(() => { window.ready = true }, 60000)</script>"
+
+
+def test_a_page_that_fails_is_judged_at_its_first_error_not_after_the_ready_timeout(tmp_path):
+    with BrowserService(QUICK_RENDERER).start(wait=True) as service:
+        results = [service.run(lambda browser, html=html, i=i: load_check(
+            html, browser=browser, screenshot_path=tmp_path / f"{i}.png", ready_timeout_s=90))
+            for i, html in enumerate((BROKEN, UNREACHABLE))]
+    thrown, unreachable = results
+    assert not thrown.loads and not thrown.ready and any("broken at load" in e for e in thrown.errors)
+    assert not unreachable.loads and not unreachable.ready and any("example.invalid" in e for e in unreachable.errors)
+    for i, result in enumerate(results):
+        assert result.seconds < 45, result  # ready would have come at 60 s: the check did not wait for it
+        assert result.screenshot == str(tmp_path / f"{i}.png")  # the page as it was when judged
+        assert (tmp_path / f"{i}.png").read_bytes()[:4] == b"\x89PNG"

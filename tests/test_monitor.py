@@ -47,6 +47,11 @@ def wait_for_file(path: Path, timeout_s: float = 90) -> None:
         time.sleep(0.05)
 
 
+def host_busy_s() -> float:
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+
+
 def burn_cpu_here(seconds: float) -> None:
     end = time.thread_time() + seconds
     while time.thread_time() < end:
@@ -97,3 +102,32 @@ def test_kernel_threads_are_never_reported():
     assert kernel, "this host shows kernel threads in /proc; the test needs some to mean anything"
     assert not kernel & {p.pid for p in reported}
     assert os.getpid() not in {p.pid for p in reported}
+
+
+def test_foreign_cores_count_a_burner_and_not_our_measured_tree(tmp_path):
+    """The check's meter: two samples, no thread; a child of ours is foreign unless it is the
+    tree given as the run's (the check's browser); our own process's time is never foreign."""
+    ours = subprocess.Popen([sys.executable, "-c", BUSY, str(tmp_path / "ours-burnt"), str(BURN_CPU_S)])
+    stray = subprocess.Popen([sys.executable, "-c", BUSY, str(tmp_path / "stray-burnt"), str(BURN_CPU_S)])
+    host_before = host_busy_s()
+    meter = ForeignProcessMonitor(interval_s=None, run_pids=[ours.pid], own_descendants=False).start()
+    try:
+        burn_cpu_here(OURS_BURN_CPU_S)
+        for name in ("ours-burnt", "stray-burnt"):
+            wait_for_file(tmp_path / name)
+        meter.stop()
+        host_busy = host_busy_s() - host_before
+        elapsed = meter.load_samples[-1].t_s - meter.load_samples[0].t_s
+    finally:
+        for child in (ours, stray):
+            child.kill()
+            child.wait(10)
+    assert len(meter.load_samples) == 2, "without an interval the meter samples only at start and stop"
+    cores = meter.foreign_cores()
+    assert cores is not None
+    # The stray child burnt BURN_CPU_S (by its own clock) inside the window: foreign. The run's tree
+    # burnt as much and our process OURS_BURN_CPU_S: taken off the host's busy time (which also holds
+    # whatever else this machine ran meanwhile). Ticks are coarse: a wide margin.
+    foreign_s = cores * elapsed
+    assert foreign_s >= 0.6 * BURN_CPU_S, (cores, elapsed)
+    assert foreign_s <= host_busy - 0.6 * (BURN_CPU_S + OURS_BURN_CPU_S), (foreign_s, host_busy)

@@ -25,6 +25,8 @@ LATER = 2
 # Each burst version is ready only after 3 s: a backlog that lasts, so a shot.sh lands in it.
 SLOW_PAGE = "<!doctype html><title>v%s</title><script>setTimeout(function(){window.ready=true},3000)</script>"
 QUICK_PAGE = "<!doctype html><title>quick</title><script>window.ready=true</script>"
+# Throws as it loads (and would be ready 20 s later): judged at its error, never waited for.
+BROKEN_PAGE = "<!doctype html><title>broken</title><script>setTimeout(function(){window.ready=true},20000);throw new Error(`broken at load`)</script>"
 
 
 def script() -> dict:
@@ -35,7 +37,7 @@ def script() -> dict:
         "s=$(date +%s%N); shot.sh quick.html; echo \"shot took $(( ($(date +%s%N) - s) / 1000000 )) ms\""
     )
     later = (
-        "sleep 6; "
+        f"sleep 6; printf '{BROKEN_PAGE}' > game.html; sleep 0.05; "
         f"for i in $(seq 1 {LATER}); do printf '<!doctype html><title>late %s</title><script>window.ready=true</script>' $i "
         "> game.html.tmp && mv game.html.tmp game.html; sleep 0.05; done; sleep 8"
     )
@@ -105,10 +107,15 @@ def test_burst_shot_during_backlog_and_a_browser_crash(docker_engine, tmp_path):
     assert re.search(r"shot took \d+ ms", shot_answer)
     assert checked_at_shot < BURST, f"the shot waited for all {BURST} burst versions to be checked"
 
-    # Every version kept, each with its verdict, the crash notwithstanding.
+    # Every version kept, each with its verdict and its picture, the crash notwithstanding.
     versions = versions_of(run)
-    assert len(versions) == BURST + LATER
-    assert all(v.get("loaded_without_errors") is True for v in versions.values()), versions
+    assert len(versions) == BURST + 1 + LATER
+    broken = versions[BURST + 1]
+    assert broken["loaded_without_errors"] is False and any("broken at load" in e for e in broken["load_errors"])
+    assert all(v.get("loaded_without_errors") is True for n, v in versions.items() if n != BURST + 1), versions
+    for n, v in versions.items():
+        assert v.get("picture") == f"versions/{n:04d}.png", (n, v)
+        assert (run / v["picture"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     events = events_of(run)
     restarts = [e for e in events if e["event"] == "browser_restarted"]
     assert restarts and restarts[0]["detail"]["restarts"] == 1

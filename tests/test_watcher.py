@@ -88,6 +88,37 @@ def test_twenty_in_place_writes_50ms_apart_are_all_kept_and_checked(dirs):
     assert read_versions(run) == versions
 
 
+@pytest.mark.parametrize("how", ["in place", "rename"])
+def test_twenty_writes_10ms_apart_beside_busy_threads_are_all_kept_whole(dirs, how):
+    """A run's process is busy (gate, browser, checks): a read that waited for this process's
+    threads would come after the next write. Every version is kept, and none half-written."""
+    work, run = dirs
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    spinners = [threading.Thread(target=busy, daemon=True) for _ in range(2)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        watcher = Watcher(work, run).start()
+        pages = [page(i) + b"y" * 20000 for i in range(20)]
+        for i, data in enumerate(pages):
+            if how == "rename":
+                (work / f".game.{i}.tmp").write_bytes(data)
+                os.replace(work / f".game.{i}.tmp", work / "game.html")
+            else:
+                (work / "game.html").write_bytes(data)
+            time.sleep(0.01)
+        versions = watcher.stop(timeout_s=20)
+    finally:
+        stop.set()
+    assert [v.sha256 for v in versions] == [hashlib.sha256(d).hexdigest() for d in pages]
+    assert not list((run / "versions").glob(".reads-*"))  # the reader's spool is gone once all is kept
+
+
 def test_a_burst_checked_by_several_workers_gets_every_verdict(dirs):
     """Checks overlap (a slow check per version) yet each version gets its own verdict."""
     work, run = dirs
@@ -246,3 +277,19 @@ def test_kill_9_between_storing_and_logging_loses_nothing(dirs):
     assert read_versions(run) == versions
     rows = read_jsonl(run / "versions.jsonl")
     assert not any(r["event"] == "seen_again" for r in rows)  # a restart is not a rewrite
+
+
+def test_reads_spooled_but_not_kept_before_a_kill_are_kept_at_the_next_start(dirs):
+    """The reader hands each read over as a spooled file; one the run's process never kept
+    (killed between the two) is kept, in the order read, when a watcher starts over the folder."""
+    work, run = dirs
+    spool = run / "versions" / ".reads-killed"
+    spool.mkdir(parents=True)
+    pages = [page(1), page(2)]
+    now = time.monotonic_ns()
+    for i, data in enumerate(pages):
+        (spool / f"{now - 1000 + i:020d}.read").write_bytes(data)
+    watcher = Watcher(work, run).start()
+    versions = watcher.stop(timeout_s=10)
+    assert [v.sha256 for v in versions] == [hashlib.sha256(d).hexdigest() for d in pages]
+    assert not list((run / "versions").glob(".reads-*"))

@@ -55,22 +55,23 @@ def tiny_image(docker_engine):
         client.images.remove(image, force=True)
 
 
-# Ten in-place writes 50 ms apart, then three atomic renames 50 ms apart, like agents do.
+# Ten in-place writes, then ten atomic renames, like agents do: 10 ms apart, then 50 ms apart.
 WRITER = """
 i=0
-while [ $i -lt 10 ]; do printf '<html><body>in place %s</body></html>' $i > /work/game.html; sleep 0.05; i=$((i+1)); done
-for j in 1 2 3; do printf '<html><body>renamed %s</body></html>' $j > /work/.game.tmp; mv /work/.game.tmp /work/game.html; sleep 0.05; done
+while [ $i -lt 10 ]; do printf '<html><body>in place %s</body></html>' $i > /work/game.html; sleep $1; i=$((i+1)); done
+for j in 1 2 3 4 5 6 7 8 9 10; do printf '<html><body>renamed %s</body></html>' $j > /work/.game.tmp; mv /work/.game.tmp /work/game.html; sleep $1; done
 """
 
 
-def test_writes_inside_a_sealed_container_are_all_kept(tiny_image, tmp_path):
+@pytest.mark.parametrize("gap_s", ["0.01", "0.05"])
+def test_writes_inside_a_sealed_container_are_all_kept(tiny_image, tmp_path, gap_s):
     client, image = tiny_image
     work, run = tmp_path / "work", tmp_path / "run"
     work.mkdir()
     work.chmod(0o777)
     watcher = Watcher(work, run).start()
     container = client.containers.run(
-        image, ["/bin/dash", "-c", WRITER], detach=True, network_mode="none", read_only=True,
+        image, ["/bin/dash", "-c", WRITER, "writer", gap_s], detach=True, network_mode="none", read_only=True,
         user=f"{os.getuid()}:{os.getgid()}", volumes={str(work): {"bind": "/work", "mode": "rw"}},
         labels={"showcase": "test-watcher"}, name=f"showcase-test-watcher-{uuid.uuid4().hex[:8]}",
     )
@@ -83,7 +84,7 @@ def test_writes_inside_a_sealed_container_are_all_kept(tiny_image, tmp_path):
     versions = watcher.stop(timeout_s=10)
 
     expected = [f"<html><body>in place {i}</body></html>".encode() for i in range(10)]
-    expected += [f"<html><body>renamed {j}</body></html>".encode() for j in (1, 2, 3)]
+    expected += [f"<html><body>renamed {j}</body></html>".encode() for j in range(1, 11)]
     assert [v.sha256 for v in versions] == [hashlib.sha256(e).hexdigest() for e in expected]
     assert all((run / "versions" / v.file).read_bytes() == e for v, e in zip(versions, expected))
     assert Path(work / "game.html").read_bytes() == expected[-1]

@@ -23,11 +23,13 @@ COMMANDS: dict[str, str] = {
     "clip": "showcase.clip.cli",
     "replay": "showcase.replay",
     "report": "showcase.report.cli",
+    "rate": "showcase.report.rating",
     "run": "showcase.run.cli",
     "demo": "showcase.run.cli",
     "finalize": "showcase.run.cli",
     "image": "showcase.sandbox.cli",
     "sandbox": "showcase.sandbox.cli",
+    "batch": "showcase.batch.cli",
 }
 
 
@@ -75,6 +77,9 @@ SCHEMAS: dict[str, str] = {
     "final-choice": "showcase.run.artefacts.FinalChoice",
     "sampling": "showcase.run.artefacts.SamplingFile",
     "events": "showcase.run.artefacts.RunEvent",
+    "rating": "showcase.report.rating.Rating",
+    "batch-plan": "showcase.batch.plan.Plan",
+    "batch": "showcase.batch.record.BatchRecord",
 }
 
 

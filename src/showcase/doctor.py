@@ -11,7 +11,7 @@ from rich.table import Table
 from showcase.browser.cdn import default_npm_dir, ensure_npm_cache
 from showcase.browser.launch import chromium_version, seal_check
 from showcase.errors import ShowcaseError
-from showcase.task import load_task
+from showcase.task import DEFAULT_TASK, load_task
 
 
 def _tool_version(cmd: list[str]) -> str:
@@ -33,7 +33,7 @@ def _docker_state() -> str:
 
 def doctor(
     fill_cache: bool = typer.Option(True, help="Fetch missing npm tarballs of the task's import map (needs npm's registry)."),
-    task: str = typer.Option("voxel", help="Task whose import-map packages to cache."),
+    task: str = typer.Option(DEFAULT_TASK, help="Task whose import-map packages to cache."),
 ) -> None:
     """Check Chromium (and that it runs sealed), ffmpeg, Docker and the offline npm cache; fill the cache if asked."""
     table = Table("part", "state")

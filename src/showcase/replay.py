@@ -48,6 +48,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from showcase.errors import InfraError, UserError
+from showcase.task import DEFAULT_OUTPUT_FILE
 
 
 class ReplayToolCall(BaseModel):
@@ -237,7 +238,7 @@ def adapt_call(call: ReplayToolCall, tools: list[tuple[str, dict]]) -> ReplayToo
     args = call.arguments
     shell = find_shell_tool(tools)
     if call.name == "@write":
-        path, content = str(args.get("path", "game.html")), str(args.get("content", ""))
+        path, content = str(args.get("path", DEFAULT_OUTPUT_FILE)), str(args.get("content", ""))
         writer = find_write_tool(tools)
         if shell is not None and writer is not None and "background" in _props(shell[2]):
             # A shell with its own background switch (Hermes's terminal) refuses a foreground
@@ -293,7 +294,7 @@ def as_file_listings(turn: ReplayTurn, fence: tuple[str, str]) -> ReplayTurn:
     for call in turn.tool_calls:
         if call.name != "@write" or not isinstance(call.arguments, dict):
             continue
-        path, content = str(call.arguments.get("path", "game.html")), str(call.arguments.get("content", ""))
+        path, content = str(call.arguments.get("path", DEFAULT_OUTPUT_FILE)), str(call.arguments.get("content", ""))
         body = content if content.endswith("\n") else content + "\n"
         if any(line.startswith(fence) for line in body.splitlines()):
             return ReplayTurn(content=f"replay: {path} has a line starting with the fence {fence[0]}", http_status=400)

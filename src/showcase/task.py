@@ -9,6 +9,11 @@ from pydantic import BaseModel, Field
 from showcase.errors import UserError
 from showcase.paths import TASKS_DIR
 
+# The one place the defaults live: generic code (check, clip, run, replay) takes a Task, and
+# where none is given it is this one.
+DEFAULT_TASK = "voxel"
+DEFAULT_OUTPUT_FILE = "game.html"
+
 
 class NpmPackage(BaseModel):
     """One npm package behind the task's import map."""
@@ -36,7 +41,7 @@ class Task(BaseModel):
     dir: Path
     prompt_file: str = "prompt.txt"
     prompt_sha256: str
-    output_file: str = Field("game.html", description="the file the agent must leave in /work")
+    output_file: str = Field(DEFAULT_OUTPUT_FILE, description="the file the agent must leave in /work")
     page_cap_bytes: int = Field(
         16 * 1024 * 1024, gt=0,
         description="the largest page the host reads from /work (watcher, shot.sh, finalize); a larger one is refused",
@@ -59,7 +64,7 @@ def known_tasks() -> list[str]:
     return sorted(p.parent.name for p in TASKS_DIR.glob("*/task.toml"))
 
 
-def load_task(task_id: str = "voxel") -> Task:
+def load_task(task_id: str = DEFAULT_TASK) -> Task:
     path = TASKS_DIR / task_id / "task.toml"
     if not path.is_file():
         raise UserError(f"unknown task {task_id!r}; known tasks: {', '.join(known_tasks()) or 'none'}")

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Dialog, Frame, Page, Request, Route
 
 from showcase.browser.cdn import OfflineCdn
+from showcase.task import DEFAULT_OUTPUT_FILE
 
 ORIGIN = "https://game.local"
-PAGE_URL = f"{ORIGIN}/game.html"
+PAGE_URL = f"{ORIGIN}/{DEFAULT_OUTPUT_FILE}"  # the page's own address in the browser, whatever its task
 
 
 @dataclass

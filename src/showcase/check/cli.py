@@ -58,6 +58,7 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the report(s) as JSON (a list when several pages) instead of tables."),
     npm_dir: Path | None = typer.Option(None, "--npm-dir", envvar="SHOWCASE_NPM_DIR", help="Folder with the npm tarballs of the task's import map (default: the showcase cache)."),
     workers: int = typer.Option(2, "--workers", min=1, max=8, help="Pages scored at the same time."),
+    ray: str | None = typer.Option(None, "--ray", help="Score the pages on this Ray cluster's showcase nodes (the ray extra); see docs/batch.md."),
 ) -> None:
     """Score each page on the ten items of the browser check (checks/rubric.toml).
 
@@ -74,7 +75,13 @@ def check(
         if dup:
             raise UserError(f"several pages share the file stem {dup[0]!r}; their results would share {out / dup[0]}")
         dirs = {p: out / p.stem for p in pages}
-    reports, failures = asyncio.run(_check_all(htmls, dirs, npm_dir, workers, quiet=as_json))
+    if ray is not None:
+        from showcase.batch.remote import check_on_ray
+
+        reports, failures, _ = check_on_ray(htmls, dirs, npm_dir, ray)
+        reports = {p: reports[p] for p in htmls if p in reports}
+    else:
+        reports, failures = asyncio.run(_check_all(htmls, dirs, npm_dir, workers, quiet=as_json))
     if as_json:
         data = [json.loads(r.model_dump_json()) for r in reports.values()]
         print(json.dumps(data[0] if len(pages) == 1 and data else data, indent=2))

@@ -19,17 +19,19 @@ from pathlib import Path
 import numpy as np
 
 from showcase import __version__
+from showcase.browser.bounded import webgl_renderer
 from showcase.browser.cdn import OfflineCdn
+from showcase.task import NpmPackage, Task, load_task
 from showcase.browser.launch import chromium_version, launch_browser
-from showcase.check.cpu import ForeignCpu, find_pid_with_arg
 from showcase.check.models import CheckReport
 from showcase.check.pixels import changed_share, off_dominant_share, text_mask, to_array
 from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
-from showcase.check.session import BoundedPage, StopMeasuring, webgl_renderer
+from showcase.browser.seal import browser_pid
+from showcase.check.session import BoundedPage, StopMeasuring
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
-from showcase.task import load_task
+from showcase.run.monitor import ForeignProcessMonitor
 
 
 @dataclass
@@ -383,14 +385,20 @@ async def _both(a, b) -> tuple:
     return ra, rb
 
 
+def offline_cdn(npm_dir: Path | None, task: Task | None = None) -> OfflineCdn:
+    """The offline CDN of the task's import map (None: the default task's)."""
+    task = task or load_task()
+    return _offline_cdn(npm_dir, tuple((p.name, p.version, p.integrity) for p in task.npm))
+
+
 @lru_cache(maxsize=4)
-def offline_cdn(npm_dir: Path | None) -> OfflineCdn:
-    """One offline CDN per npm folder and process: its tarballs are unpacked once, not per check."""
-    return OfflineCdn(load_task("voxel").npm, npm_dir)
+def _offline_cdn(npm_dir: Path | None, packages: tuple) -> OfflineCdn:
+    """One offline CDN per npm folder, package list and process: its tarballs are unpacked once, not per check."""
+    return OfflineCdn([NpmPackage(name=n, version=v, integrity=i) for n, v, i in packages], npm_dir)
 
 
-def _warm(cdn: OfflineCdn) -> None:
-    for url in load_task("voxel").import_map.values():
+def _warm(cdn: OfflineCdn, task: Task | None = None) -> None:
+    for url in (task or load_task()).import_map.values():
         if not url.endswith("/"):
             cdn.lookup(url)
 
@@ -414,23 +422,26 @@ async def check_page(
     screenshot_path: Path | None = None,
     page_name: str = "<bytes>",
     extra_browser_args: list[str] | None = None,
+    task: Task | None = None,
 ) -> CheckReport:
-    """Score one page on the ten items. The page's faults are scored; ours raise InfraError."""
+    """Score one page on the ten items. The page's faults are scored; ours raise InfraError.
+
+    task: whose import map the offline CDN answers (None: the default task's)."""
     rubric = load_rubric()
     # The probe hands its api to us with a token no page can know (it lives only in the probe's closure).
     token = f"showcase-probe-{uuid.uuid4().hex}"
     scripts = [load_script("ready.js"), load_script("probe.js").replace("%TOKEN%", token)]
     started = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    cdn = offline_cdn(npm_dir)
+    cdn = offline_cdn(npm_dir, task)
     # Unpack the import-map files while the browser starts (the first time in a process takes ~1 s).
-    warm = asyncio.create_task(asyncio.to_thread(_warm, cdn))
+    warm = asyncio.create_task(asyncio.to_thread(_warm, cdn, task))
     chromium = asyncio.create_task(asyncio.to_thread(cached_chromium_version))
-    cpu = ForeignCpu()
     marker = f"--showcase-check={uuid.uuid4().hex}"  # tags our browser process for the CPU meter
     async with launch_browser(rubric.renderer, [marker] + list(extra_browser_args or [])) as browser:
-        cpu.browser_pid = find_pid_with_arg(marker)
-        cpu.start()
+        # Two samples, no thread: nothing of ours samples while the page is timed.
+        cpu = ForeignProcessMonitor(interval_s=None, run_pids=[browser_pid(marker)], own_descendants=False)
+        await asyncio.to_thread(cpu.start)
         renderer = await webgl_renderer(browser)
         # The page's share of the time bound starts when its page opens: a slow launch is the machine's.
         deadline = time.monotonic() + rubric.timing.max_check_s - rubric.timing.close_reserve_s
@@ -447,7 +458,8 @@ async def check_page(
         except asyncio.TimeoutError:
             measure.m.stopped = measure.m.stopped or "the check's time bound was reached"
         finally:
-            foreign = cpu.cores()
+            await asyncio.to_thread(cpu.stop)
+            foreign = cpu.foreign_cores()
             await bp.close()
         m = measure.m
         m.phases = {"launch": launched_s, **m.phases}

@@ -8,46 +8,20 @@ that counts. Only a dead browser is an InfraError: the machine's fault, never th
 """
 
 import asyncio
-import base64
 import time
 from typing import Any, Awaitable, Callable
 
 from playwright.async_api import Browser, CDPSession
 from playwright.async_api import Error as PlaywrightError
 
+from showcase.browser.bounded import answers, capture_screenshot, terminate_scripts
 from showcase.browser.cdn import OfflineCdn
 from showcase.browser.page import PAGE_URL, PageSession, first_line, open_page
 from showcase.errors import InfraError
 
-WEBGL_PROBE = """() => {
-  const c = document.createElement('canvas');
-  const gl = c.getContext('webgl2') || c.getContext('webgl');
-  if (!gl) return {available: false, renderer: null};
-  const ext = gl.getExtension('WEBGL_debug_renderer_info');
-  const out = {available: true, renderer: String(gl.getParameter(ext ? ext.UNMASKED_RENDERER_WEBGL : gl.RENDERER)),
-               version: String(gl.getParameter(gl.VERSION))};
-  const lose = gl.getExtension('WEBGL_lose_context'); if (lose) lose.loseContext();
-  return out;
-}"""
-
 
 class StopMeasuring(Exception):
     """The page can no longer be measured (frozen, gone, or out of time); score what we have."""
-
-
-async def webgl_renderer(browser: Browser, timeout_s: float = 20.0) -> str:
-    """The WebGL renderer string of this browser, from a blank page of our own; InfraError without WebGL."""
-    try:
-        page = await asyncio.wait_for(browser.new_page(), timeout_s)
-        try:
-            info = await asyncio.wait_for(page.evaluate(WEBGL_PROBE), timeout_s)
-        finally:
-            await asyncio.wait_for(page.close(), timeout_s)
-    except (PlaywrightError, asyncio.TimeoutError) as exc:
-        raise InfraError(f"could not ask Chromium for WebGL: {first_line(str(exc)) or type(exc).__name__}") from exc
-    if not info.get("available"):
-        raise InfraError("WebGL is unavailable in Chromium (no WebGL context on a blank page); the check needs software GL")
-    return info["renderer"]
 
 
 class BoundedPage:
@@ -213,18 +187,10 @@ class BoundedPage:
         return result
 
     async def _main_thread_answers(self) -> bool:
-        try:
-            await asyncio.wait_for(self.cdp.send("Runtime.evaluate", {"expression": "1"}), 2.0)
-            return True
-        except Exception:
-            return False
+        return await answers(lambda: self.cdp.send("Runtime.evaluate", {"expression": "1"}), 2.0)
 
     async def terminate_scripts(self) -> None:
-        """Free a blocked main thread (works only through a CDP session opened before the hang)."""
-        try:
-            await asyncio.wait_for(self.cdp.send("Runtime.terminateExecution"), 5)
-        except Exception:
-            pass
+        await terminate_scripts(self.cdp, 5)
 
     async def evaluate(self, expression: str, arg: Any = None, what: str = "a call into the page") -> Any:
         return await self.call(what, lambda: self.page.evaluate(expression, arg))
@@ -258,12 +224,7 @@ class BoundedPage:
 
     async def screenshot(self, timeout_s: float) -> bytes:
         """PNG of the viewport through CDP (optimizeForSpeed: several times faster than page.screenshot)."""
-        shot = await self.call(
-            "screenshot",
-            lambda: self.cdp.send("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True}),
-            timeout_s,
-        )
-        return base64.b64decode(shot["data"])
+        return await self.call("screenshot", lambda: capture_screenshot(self.cdp, "png"), timeout_s)
 
     async def goto(self, timeout_s: float) -> str | None:
         """Navigate; None when the load event came, else why not (the page's fault)."""

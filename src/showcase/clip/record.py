@@ -24,13 +24,16 @@ from typing import Any, Callable
 
 from playwright.async_api import Browser, CDPSession, Page
 
+from showcase.browser.bounded import (
+    Navigations, answers, bounded, capture_screenshot, page_webgl, terminate_scripts, through_navigation,
+)
 from showcase.browser.cdn import OfflineCdn
 from showcase.browser.launch import launch_browser
 from showcase.browser.page import PAGE_URL, PageSession, open_page
 from showcase.clip.encode import Mp4Writer, ffmpeg_version
 from showcase.clip.model import ClipResult, FrameStep
 from showcase.errors import InfraError, UserError
-from showcase.task import load_task
+from showcase.task import Task, load_task
 
 Progress = Callable[[int, int], None]
 
@@ -48,14 +51,6 @@ BUDGET_S = 900.0  # whole recording; past it the clip repeats the last frame
 MAX_ERRORS = 50
 
 _CLOCK_JS = (Path(__file__).with_name("virtual_clock.js")).read_text()
-
-_WEBGL_PROBE = """() => {
-  const c = document.createElement('canvas');
-  const gl = c.getContext('webgl2') || c.getContext('webgl');
-  if (!gl) return null;
-  const ext = gl.getExtension('WEBGL_debug_renderer_info');
-  return String(ext ? gl.getParameter(ext.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER));
-}"""
 
 # Renderers to try in order when none is named: the fastest first (the clip does not score frame rate).
 RENDERER_ORDER = ["llvmpipe", "swiftshader"]
@@ -100,33 +95,16 @@ class _Recording:
     load_seconds: float = 0.0
 
 
-async def _bounded(coro: Any, timeout: float) -> Any:
-    return await asyncio.wait_for(coro, timeout)
-
-
 async def _free_main_thread(cdp: CDPSession) -> None:
-    """Stop whatever script holds the page's main thread (works only through a session opened before)."""
-    try:
-        await _bounded(cdp.send("Runtime.terminateExecution"), PROBE_TIMEOUT_S)
-    except Exception:
-        pass
+    await terminate_scripts(cdp, PROBE_TIMEOUT_S)
 
 
 async def _responsive(page: Page) -> bool:
-    try:
-        await _bounded(page.evaluate("1"), PROBE_TIMEOUT_S)
-        return True
-    except Exception:
-        return False
+    return await answers(lambda: page.evaluate("1"), PROBE_TIMEOUT_S)
 
 
 async def _screenshot(cdp: CDPSession, fmt: str = "png") -> bytes:
-    # CDP directly: Playwright's screenshot waits for fonts and stable layout, which we do not need per frame.
-    params = {"format": fmt, "optimizeForSpeed": True, "captureBeyondViewport": False}
-    if fmt == "jpeg":
-        params["quality"] = JPEG_QUALITY
-    shot = await cdp.send("Page.captureScreenshot", params)
-    return base64.b64decode(shot["data"])
+    return await capture_screenshot(cdp, fmt, JPEG_QUALITY if fmt == "jpeg" else None, beyond_viewport=False)
 
 
 def _black_frame(size: tuple[int, int], fmt: str) -> bytes:
@@ -144,7 +122,7 @@ async def _load(session: PageSession, cdp: CDPSession, rec: _Recording, wait_rea
     """
     page = session.page
     try:
-        await _bounded(page.goto(PAGE_URL, wait_until="load", timeout=NAV_TIMEOUT_S * 1000), NAV_TIMEOUT_S + 5)
+        await bounded(page.goto(PAGE_URL, wait_until="load", timeout=NAV_TIMEOUT_S * 1000), NAV_TIMEOUT_S + 5)
     except Exception as exc:
         if not await _responsive(page):
             await _free_main_thread(cdp)
@@ -156,7 +134,7 @@ async def _load(session: PageSession, cdp: CDPSession, rec: _Recording, wait_rea
     deadline = time.monotonic() + READY_GRACE_S
     while time.monotonic() < deadline:
         try:
-            if await _bounded(page.evaluate("window.ready === true"), PROBE_TIMEOUT_S):
+            if await bounded(page.evaluate("window.ready === true"), PROBE_TIMEOUT_S):
                 return True
         except TimeoutError:
             await _free_main_thread(cdp)
@@ -181,49 +159,13 @@ async def _emit(writer: Mp4Writer, rec: _Recording, frame: bytes, t_ms: float, l
         progress(rec.frames, total)
 
 
-class _Navigations:
-    """Set when the page's main frame navigates (a reload, a link): a step in flight then never answers."""
-
-    def __init__(self, page: Page):
-        self.event = asyncio.Event()
-        page.on("framenavigated", lambda frame: self.event.set() if frame == page.main_frame else None)
-
-
-async def _through_navigation(make: Callable[[], Any], page: Page, navs: _Navigations, timeout: float) -> Any:
-    """Run one call into the page, bounded; if the page navigates meanwhile, wait for load and call again.
-
-    A call in flight when the page navigates (a reload, a link) never answers: an evaluate is
-    lost with its document and a screenshot waits for a frame that never comes. The new document
-    has a fresh clock from the init script. A timeout without navigation means the main thread
-    is blocked: asyncio.TimeoutError.
-    """
-    for attempt in range(2):
-        navs.event.clear()
-        call = asyncio.ensure_future(make())
-        nav = asyncio.ensure_future(navs.event.wait())
-        done, _ = await asyncio.wait({call, nav}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        nav.cancel()
-        if call in done and (attempt or not navs.event.is_set() and not call.exception()):
-            return call.result()
-        if not done:
-            call.cancel()
-            raise TimeoutError
-        call.cancel()
-        call.add_done_callback(lambda f: f.cancelled() or f.exception())  # its late error is expected
-        try:
-            await _bounded(page.wait_for_load_state("load", timeout=timeout * 1000), timeout + 1)
-        except Exception:
-            pass
-    return await _bounded(make(), timeout)
-
-
 async def _record_virtual(
     session: PageSession, cdp: CDPSession, writer: Mp4Writer, total: int, fps: int,
     frame_timeout_s: float, deadline: float, progress: Progress | None,
 ) -> _Recording:
     rec = _Recording()
     page = session.page
-    navs = _Navigations(page)
+    navs = Navigations(page)  # a step lost to a navigation is retried: the new document has a fresh clock
     free = await _load(session, cdp, rec, wait_ready=True)
     rec.load_seconds = time.monotonic() - rec.t0
     frame: bytes | None = None
@@ -241,14 +183,14 @@ async def _record_virtual(
                 break
             try:
                 # Absolute target time (k/fps), so the steps never drift by rounding.
-                r = await _through_navigation(
+                r = await through_navigation(
                     lambda k=k: page.evaluate("t => window.__showcaseClock.stepTo(t)", k * step_ms), page, navs, frame_timeout_s
                 )
                 t_ms = float(r["t"])
                 spin_reads = int(r.get("spinReads") or 0)
                 if r["frameCallbacks"] or r["timerRuns"]:
                     active_until, was_active = t_ms, True
-                frame = await _through_navigation(lambda: _screenshot(cdp, writer.image_format), page, navs, frame_timeout_s)
+                frame = await through_navigation(lambda: _screenshot(cdp, writer.image_format), page, navs, frame_timeout_s)
             except TimeoutError:
                 await _free_main_thread(cdp)
                 rec.notes.append(
@@ -270,7 +212,7 @@ async def _record_virtual(
         # Nothing captured yet (hung while loading): show whatever the page shows now, if anything.
         await _free_main_thread(cdp)
         try:
-            frame = await _bounded(_screenshot(cdp, writer.image_format), frame_timeout_s)
+            frame = await bounded(_screenshot(cdp, writer.image_format), frame_timeout_s)
         except Exception:
             frame = _black_frame(writer.size, writer.image_format)
             rec.notes.append("no frame could be captured; the clip is black")
@@ -294,7 +236,7 @@ async def _record_realtime(
 
     cdp.on("Page.screencastFrame", on_frame)
     w, h = writer.size
-    await _bounded(cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 90, "maxWidth": w, "maxHeight": h, "everyNthFrame": 1}), PROBE_TIMEOUT_S)
+    await bounded(cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 90, "maxWidth": w, "maxHeight": h, "everyNthFrame": 1}), PROBE_TIMEOUT_S)
     await _load(session, cdp, rec, wait_ready=False)
     rec.load_seconds = time.monotonic() - rec.t0
     # The clip starts at load (what came before is a blank page) and lasts `seconds` of wall time.
@@ -305,7 +247,7 @@ async def _record_realtime(
         if progress:  # the frames are cut from the screencast at the end; show the time recorded so far
             progress(min(total, int((time.time() - start) * fps)), total)
     try:
-        await _bounded(cdp.send("Page.stopScreencast"), PROBE_TIMEOUT_S)
+        await bounded(cdp.send("Page.stopScreencast"), PROBE_TIMEOUT_S)
     except Exception:
         pass
     if not await _responsive(page):
@@ -314,7 +256,7 @@ async def _record_realtime(
     captured = sorted(shots, key=lambda s: s[0])
     if not captured:
         try:
-            captured = [(time.time(), await _bounded(_screenshot(cdp, "jpeg"), frame_timeout_s))]
+            captured = [(time.time(), await bounded(_screenshot(cdp, "jpeg"), frame_timeout_s))]
         except Exception:
             captured = [(time.time(), _black_frame(writer.size, writer.image_format))]
             rec.notes.append("no frame could be captured; the clip is black")
@@ -337,7 +279,7 @@ async def _record_realtime(
 
 async def _ack(cdp: CDPSession, session_id: int) -> None:
     try:
-        await _bounded(cdp.send("Page.screencastFrameAck", {"sessionId": session_id}), PROBE_TIMEOUT_S)
+        await bounded(cdp.send("Page.screencastFrameAck", {"sessionId": session_id}), PROBE_TIMEOUT_S)
     except Exception:
         pass
 
@@ -349,9 +291,10 @@ def _first_line(exc: BaseException) -> str:
 
 async def _webgl_renderer(page: Page) -> str | None:
     try:
-        return await _bounded(page.evaluate(_WEBGL_PROBE), PROBE_TIMEOUT_S * 2)
+        info = await page_webgl(page, PROBE_TIMEOUT_S * 2)
     except Exception:
         return None
+    return info.get("renderer") if info.get("available") else None
 
 
 def _step_stats(times: list[float]) -> FrameStep | None:
@@ -382,7 +325,7 @@ async def record_clip(
     npm_dir: Path | None = None,
     progress: Progress | None = None,
     renderer: str | None = None,
-    task: str = "voxel",
+    task: Task | None = None,
     frame_timeout_s: float = FRAME_TIMEOUT_S,
     budget_s: float = BUDGET_S,
     seed: int = RANDOM_SEED,
@@ -404,12 +347,12 @@ async def record_clip(
     out = Path(out)
     if out.is_dir():
         raise UserError(f"{out} is a folder; give the clip's file name, e.g. {out / 'clip.mp4'}")
-    cdn = OfflineCdn(load_task(task).npm, npm_dir)
+    cdn = OfflineCdn((task or load_task()).npm, npm_dir)  # the task's import map (None: the default task's)
 
     order = [renderer] if renderer else RENDERER_ORDER
     for i, name in enumerate(order):
         async with launch_browser(name, browser_args) as browser:
-            session = await _bounded(
+            session = await bounded(
                 open_page(browser, html, cdn, viewport=size, init_scripts=[] if realtime else [clock_script(seed)]),
                 PROBE_TIMEOUT_S * 3,
             )
@@ -428,7 +371,7 @@ async def _record_in(
     size: tuple[int, int], realtime: bool, total: int, frame_timeout_s: float, deadline: float,
     progress: Progress | None, started: float, seed: int, encoder: str,
 ) -> ClipResult:
-    cdp = await _bounded(session.context.new_cdp_session(session.page), PROBE_TIMEOUT_S)
+    cdp = await bounded(session.context.new_cdp_session(session.page), PROBE_TIMEOUT_S)
     writer = Mp4Writer(out, fps, size, "jpeg" if realtime else VIRTUAL_FRAME_FORMAT)
     await writer.start()
     try:

@@ -16,16 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from showcase.check.models import CheckReport
+from showcase.report.rating import Rating, read_rating
 from showcase.check.rubric import load_rubric
-from showcase.clip.model import ClipResult
-from showcase.gate.log import GateLogLine, GateStats
+from showcase.gate.log import GateLogLine
 from showcase.run.artefacts import (
-    Contract, FinalChoice, RunEvent, RunInfo, RunLayout, SamplingFile, VersionRecord, read_run,
+    FinalChoice, ForeignProcess, RunEvent, RunFiles, RunLayout, VersionRecord, read_run,
 )
 from showcase.run.summary import run_sentences, unfinished_run_sentences, versions_sentence
 
 _IMAGE_EXT = (".png", ".jpg", ".jpeg", ".webp")
+MAX_PROMPT_BYTES = 1 << 20
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Version:
     file: str | None  # path relative to the run folder, when the kept file is there
     thumb: str | None = None  # a screenshot taken while this version was current, relative to the run folder
     thumb_note: str | None = None  # where the thumbnail comes from
+    own_picture: bool = False  # the thumbnail is the load check's picture of this very version
     chosen: bool = False
 
     n = property(lambda self: self.record.n)
@@ -73,29 +74,111 @@ class TokenPoint:
     prompt: int
     answer: int
     status: str
+    n: int = 0  # requests so far, this one included
+
+
+def _stored(name: str) -> property:
+    """A file of the run as read_run left it: the report keeps no copy of its own."""
+    return property(lambda self: getattr(self.files, name))
 
 
 @dataclass
 class RunView:
-    """Everything the report shows about one run."""
+    """Everything the report shows about one run: the run folder's files (RunFiles, on their
+    writers' models) and what the page derives from them."""
 
-    dir: Path
+    files: RunFiles
     label: str | None = None  # how a comparison names it (the folder name, made unique)
-    command: str | None = None
-    contract: Contract | None = None
-    sampling: SamplingFile | None = None
-    run_info: RunInfo | None = None
-    gate_stats: GateStats | None = None
-    final_choice: FinalChoice | None = None
-    check: CheckReport | None = None
-    clip_info: ClipResult | None = None
-    gate_lines: list[GateLogLine] = field(default_factory=list)
-    events: list[RunEvent] = field(default_factory=list)
     versions: list[Version] = field(default_factory=list)
     screenshot: str | None = None
     clip: str | None = None
     agent_shots: list[AgentShot] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    rating: Rating | None = None
+    prompt: str | None = None  # the exact prompt the agent got (task/prompt.txt)
+
+    dir = property(lambda self: self.files.layout.root)
+    command = _stored("command")
+    contract = _stored("contract")
+    sampling = _stored("sampling")
+    run_info = _stored("run_info")
+    gate_stats = _stored("gate_stats")
+    final_choice = _stored("final_choice")
+    check = _stored("check")
+    clip_info = _stored("clip")  # clip.json; `clip` is the video's file name
+    gate_lines = _stored("gate_lines")
+    events = _stored("events")
+    problems = _stored("problems")  # the report adds its own (prompt, rating) to the run's list
+
+    # ---- setup ---------------------------------------------------------------------------
+    @property
+    def setup(self) -> list[tuple[str, str]]:
+        """The few lines that say what was run, on what terms (contract.json)."""
+        c = self.contract
+        if c is None:
+            return []
+        lim, box = c.limits, c.sandbox_limits
+        finish = "never" if lim.finish_now_after_s is None else f"from {lim.finish_now_after_s / 60:g} min"
+        mem = f"{box.memory_bytes / (1 << 30):.2f}".rstrip("0").rstrip(".") + " GiB" if box.memory_bytes else "no memory limit"
+        rows = [
+            ("model", f"{c.model} at {c.upstream_url}"),
+            ("harness", f"{c.harness.id} {c.harness.version}, task {c.task_id}"),
+            ("sampling", ", ".join(f"{k} {fmt_value(v)}" for k, v in c.sampling.items()) or "none forced"),
+            ("limits", f"hard stop at {lim.hard_stop_s / 60:g} min, finish-now {finish}, answers up to "
+                       f"{lim.answer_limit:,} tokens" + (f", context {lim.context_size:,}" if lim.context_size else "")),
+            ("machine", f"sandbox {fmt_value(box.cpus)} CPU, {mem}, network {box.network}; "
+                        f"browser {c.versions.chromium or 'not recorded'}, ffmpeg {(c.versions.ffmpeg or 'not recorded').removeprefix('ffmpeg version ')}, "
+                        f"showcase {c.versions.showcase}" + (f"; host load {self.host_load_words}" if self.host_load_words else "")),
+        ]
+        return rows
+
+    @property
+    def prompt_matches(self) -> bool | None:
+        """The prompt shown is the one the contract's sha256 names (None: nothing to compare)."""
+        if self.prompt is None or self.contract is None:
+            return None
+        import hashlib
+
+        return hashlib.sha256(self.prompt.encode()).hexdigest() == self.contract.prompt_sha256
+
+    @property
+    def host_load_words(self) -> str | None:
+        samples = self.run_info.host_load if self.run_info else []
+        if not samples:
+            return None
+        loads = sorted(s.load1 for s in samples)
+        return f"{loads[len(loads) // 2]:.1f} median, {loads[-1]:.1f} peak (1-min average, {len(loads):,} samples)"
+
+    @property
+    def foreign_processes(self) -> list[ForeignProcess]:
+        procs = self.run_info.foreign_processes if self.run_info else []
+        return sorted(procs, key=lambda p: -p.cpu_seconds)
+
+    # ---- requests: one definition ----------------------------------------------------------
+    @property
+    def api_lines(self) -> list[GateLogLine]:
+        """What the agent asked the model (gate.log lines of kind 'api'); shot.sh and the run's
+        other endpoints are 'tool' lines, counted apart."""
+        return [line for line in self.gate_lines if line.kind == "api"]
+
+    @property
+    def requests(self) -> int | None:
+        if self.run_info:
+            return self.run_info.requests
+        if self.gate_stats:
+            return self.gate_stats.requests
+        return len(self.api_lines) if self.gate_lines else None
+
+    @property
+    def tool_requests(self) -> int:
+        if self.gate_stats:
+            return self.gate_stats.tool_requests
+        return sum(1 for line in self.gate_lines if line.kind != "api")
+
+    @property
+    def hard_stopped(self) -> bool:
+        """The hard stop happened (not merely the gate closed after the agent ended by itself)."""
+        return self.hard_stop_s is not None and (self._event("hard_stop") is not None or (
+            self.run_info is not None and self.run_info.agent_end == "killed_at_hard_stop"))
 
     # ---- who ran -------------------------------------------------------------------------
     @property
@@ -148,6 +231,21 @@ class RunView:
             else:
                 out.append(Item(it.id, it.name, it.points, it.max_points, it.passed, it.reason, flatten(it.figures)))
         return out
+
+    def figure(self, item_id: str, key: str) -> float | None:
+        """One number the check measured (e.g. item 5's fps), None when not recorded."""
+        it = next((i for i in self.check.items if i.id == item_id), None) if self.check else None
+        return _number(it.figures.get(key)) if it else None
+
+    @property
+    def item_points(self) -> dict[str, float | None]:
+        return {it.id: it.points for it in self.items}
+
+    @property
+    def rubric_version(self) -> str | None:
+        if self.check:
+            return self.check.rubric_version
+        return self.contract.checker_rubric_version if self.contract else None
 
     @property
     def items_lost(self) -> str:
@@ -300,12 +398,12 @@ class RunView:
         if getattr(self, "_token_points", None) is not None:
             return self._token_points  # type: ignore[has-type]
         rows = sorted((line.t_s, line.prompt_tokens or 0, line.answer_tokens or 0, str(line.status))
-                      for line in self.gate_lines if line.t_s is not None)
+                      for line in self.api_lines if line.t_s is not None)
         out, cp, ca = [], 0, 0
         for t, p, a, status in rows:
             cp += p
             ca += a
-            out.append(TokenPoint(t, cp, ca, status))
+            out.append(TokenPoint(t, cp, ca, status, len(out) + 1))
         self._token_points = out
         return out
 
@@ -411,8 +509,39 @@ def _versions(layout: RunLayout, records: list[VersionRecord], choice: FinalChoi
         rel = f"versions/{record.file}" if "/" not in record.file and record.file not in ("", ".", "..") else None
         path = layout.root / rel if rel else None
         ok = path is not None and path.is_file() and not path.is_symlink()
-        out.append(Version(record=record, file=rel if ok else None, chosen=choice is not None and choice.n == record.n))
+        v = Version(record=record, file=rel if ok else None, chosen=choice is not None and choice.n == record.n)
+        picture = _inside(layout.root, record.picture)
+        if picture is not None:
+            v.thumb, v.own_picture = picture, True
+            v.thumb_note = "the load check's picture of this version"
+        out.append(v)
     return out
+
+
+def _inside(root: Path, rel: str | None) -> str | None:
+    """rel as a plain image file inside the run folder, else None (a path the report may link)."""
+    if not rel or rel.startswith("/") or "\\" in rel or Path(rel).suffix.lower() not in _IMAGE_EXT:
+        return None
+    parts = Path(rel).parts
+    if any(p in ("", ".", "..") for p in parts):
+        return None
+    here = root
+    for p in parts:  # no link on the way: the report never follows one
+        here = here / p
+        if here.is_symlink():
+            return None
+    path = root / rel
+    return Path(rel).as_posix() if path.is_file() else None
+
+
+def _read_prompt(layout: RunLayout, problems: list[str]) -> str | None:
+    path = layout.task_dir / "prompt.txt"
+    if not path.is_file() or path.is_symlink():
+        return None
+    if path.stat().st_size > MAX_PROMPT_BYTES:
+        problems.append(f"task/prompt.txt is over {MAX_PROMPT_BYTES:,} bytes; not shown")
+        return None
+    return path.read_bytes().decode("utf-8", errors="replace")
 
 
 def _read_agent_shots(run: RunView, layout: RunLayout) -> None:
@@ -432,11 +561,13 @@ def _read_agent_shots(run: RunView, layout: RunLayout) -> None:
     run.agent_shots = shots
     timed = [v for v in run.versions if v.t_s is not None]
     for i, v in enumerate(timed):
+        if v.own_picture:
+            continue
         until = timed[i + 1].t_s if i + 1 < len(timed) else float("inf")
         during = [s for s in shots if s.t_s is not None and v.t_s <= s.t_s < until]
         if during:
             v.thumb = during[-1].path
-            v.thumb_note = (f"the agent's own screenshot at {during[-1].t_s / 60:.1f} min "
+            v.thumb_note = (f"no picture of its own: the agent's shot.sh screenshot at {during[-1].t_s / 60:.1f} min "
                             f"({Path(during[-1].path).name}), taken while this version was current")
 
 
@@ -444,13 +575,11 @@ def load_run(run_dir: Path) -> RunView:
     """Read everything a run folder holds. Never raises on a missing or broken file."""
     files = read_run(run_dir)
     layout = files.layout
-    run = RunView(
-        dir=Path(run_dir), command=files.command, contract=files.contract, sampling=files.sampling,
-        run_info=files.run_info, gate_stats=files.gate_stats, final_choice=files.final_choice, check=files.check,
-        clip_info=files.clip, gate_lines=files.gate_lines, events=files.events, problems=files.problems,
-    )
+    run = RunView(files=files)
     run.versions = _versions(layout, files.versions, files.final_choice)
     _read_agent_shots(run, layout)
+    run.rating = read_rating(layout.root, run.problems)
+    run.prompt = _read_prompt(layout, run.problems)
     for path, attr in ((layout.screenshot, "screenshot"), (layout.clip, "clip")):
         if path.is_file() and not path.is_symlink() and path.stat().st_size > 0:
             setattr(run, attr, path.name)

@@ -17,9 +17,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 
 from showcase import __version__
-from showcase.errors import UserError
+from showcase.check.rubric import load_rubric
+from showcase.errors import InfraError, UserError
 from showcase.io import write_text_atomic
 from showcase.report.load import RunView, flatten, fmt_value, load_run, looks_like_run
+from showcase.report.play import Play, write_play
+from showcase.report.rating import rating_path
 from showcase.run.artefacts import RunLayout
 
 REPORT_NAME = "report.html"
@@ -41,6 +44,7 @@ def _env() -> Environment:
     env.filters["num"] = lambda v, nd=0: "not recorded" if v is None else (f"{v:,.{nd}f}" if nd else f"{int(v):,}")
     env.filters["kib"] = lambda b: "?" if b is None else (f"{b / 1024:.1f} KiB" if b >= 1024 else f"{b} B")
     env.filters["flatten"] = flatten
+    env.filters["words"] = lambda key: key.replace("_", " ").replace(".", ", ")
     return env
 
 
@@ -157,14 +161,16 @@ def _mark_lines(run: RunView, span: float, top: float, bottom: float) -> str:
 
 
 def token_chart(run: RunView) -> Markup | None:
-    """Cumulative prompt and answer tokens over time, one panel each (their scales differ ~100x)."""
+    """Cumulative requests, prompt and answer tokens over time, one panel each (their scales differ ~100x)."""
     pts = run.token_points
     if not pts:
         return None
     span = _span_s(run)
-    panel_h, gap = 120, 36
-    svg = [f'<svg class="chart" viewBox="0 0 {W} {2 * panel_h + gap + 52}" role="img" aria-label="tokens over time">']
-    for i, (label, key, cls) in enumerate((("prompt tokens", "prompt", "line-prompt"), ("answer tokens", "answer", "line-answer"))):
+    panel_h, gap = 100, 36
+    panels = (("requests to the model", "n", "line-requests"), ("prompt tokens", "prompt", "line-prompt"),
+              ("answer tokens", "answer", "line-answer"))
+    svg = [f'<svg class="chart" viewBox="0 0 {W} {len(panels) * (panel_h + gap) + 16}" role="img" aria-label="tokens over time">']
+    for i, (label, key, cls) in enumerate(panels):
         top = 10 + i * (panel_h + gap)
         bottom = top + panel_h
         vmax = _nice_max(max(getattr(p, key) for p in pts))
@@ -182,7 +188,7 @@ def token_chart(run: RunView) -> Markup | None:
             prev_y = y
         svg.append(f'<path d="{"".join(path)}" class="{cls}"/>')
         svg.append(_mark_lines(run, span, top, bottom))
-    svg.append(_time_axis(span, 10 + 2 * panel_h + gap))
+    svg.append(_time_axis(span, 10 + len(panels) * panel_h + (len(panels) - 1) * gap))
     svg.append("</svg>")
     return Markup("".join(svg))
 
@@ -230,21 +236,25 @@ def _assets(run: RunView, page_dir: Path) -> dict:
         "versions": {v.n: {"file": link(v.file), "thumb": link(v.thumb)} for v in run.versions},
         "shots": [link(s.path) for s in run.agent_shots],
         "raw": {
-            path.name: _href(path, page_dir)
+            path.relative_to(run.dir).as_posix(): _href(path, page_dir)
             for path in (
                 layout.command, layout.contract, layout.sampling, layout.run_info, layout.gate_stats, layout.gate_log,
                 layout.versions_log, layout.final_choice, layout.check, layout.events_log, layout.screenshot,
-                layout.clip, layout.clip_info, layout.agent_log,
+                layout.clip, layout.clip_info, rating_path(run.dir), layout.task_dir / "prompt.txt", layout.agent_log,
             )
-            if path.is_file()
+            if path.is_file() and not path.is_symlink()
         },
     }
 
 
-def render_run(run: RunView, out: Path) -> str:
+def render_run(run: RunView, out: Path, play: Play | None = None, play_note: str | None = None) -> str:
+    a = _assets(run, out.parent)
+    a["play"] = _href(play.page, out.parent) if play else None
     return _env().get_template("run.html.j2").render(
         run=run,
-        a=_assets(run, out.parent),
+        a=a,
+        play=play,
+        play_note=play_note,
         timeline=timeline_chart(run),
         tokens=token_chart(run),
         generated=_now(),
@@ -257,8 +267,26 @@ def write_run_report(run_dir: Path, out: Path | None = None) -> Path:
     run_dir = _check_run_dir(Path(run_dir))
     out = _resolve_out(out, run_dir / REPORT_NAME)
     run = load_run(run_dir)
-    write_text_atomic(out, render_run(run, out))
+    play, note = make_play(run, out)
+    write_text_atomic(out, render_run(run, out, play, note))
     return out
+
+
+def make_play(run: RunView, out: Path) -> tuple[Play | None, str | None]:
+    """The chosen page's playable copy beside the report (OUT-play/game.html), or why there is none."""
+    chosen = run.chosen
+    if chosen is None or chosen.file is None:
+        return None, "no version was chosen, so there is nothing to play"
+    from showcase.task import DEFAULT_TASK, load_task
+
+    try:
+        task = load_task(run.task or DEFAULT_TASK)
+    except Exception:  # an unknown task id in a foreign folder: the page's own import map, if any, still works
+        task = None
+    try:
+        return write_play(run.dir / chosen.file, out.parent / f"{out.stem}-play", task), None
+    except (InfraError, OSError) as exc:
+        return None, f"the live page could not be prepared: {exc}"
 
 
 def _unique_labels(dirs: list[Path]) -> list[str]:
@@ -302,7 +330,8 @@ def write_comparison(run_dirs: list[Path], out: Path) -> Path:
         run = load_run(d)
         report = d / REPORT_NAME
         try:
-            write_text_atomic(report, render_run(run, report))
+            play, note = make_play(run, report)
+            write_text_atomic(report, render_run(run, report, play, note))
         except OSError:
             pass  # a read-only run folder keeps whatever report it has
         run.label = label  # after its own page is written: that one keeps the plain folder name
@@ -310,8 +339,14 @@ def write_comparison(run_dirs: list[Path], out: Path) -> Path:
         a["report"] = _href(report, out.parent) if report.is_file() else None
         rows.append({"run": run, "a": a})
     on_purpose, suspect = contract_differences([r["run"] for r in rows])
+    # Scores of different rubric versions are not comparable: the most common version is the
+    # page's, every other one is marked on its row.
+    versions = [r["run"].rubric_version for r in rows if r["run"].rubric_version]
+    main_rubric = max(set(versions), key=versions.count) if versions else None
     text = _env().get_template("compare.html.j2").render(
-        rows=rows, on_purpose=on_purpose, suspect=suspect, generated=_now(), version=__version__
+        rows=rows, on_purpose=on_purpose, suspect=suspect, generated=_now(), version=__version__,
+        rubric=load_rubric(), main_rubric=main_rubric,
+        mixed_rubrics=len(set(versions)) > 1,
     )
     write_text_atomic(out, text)
     return out

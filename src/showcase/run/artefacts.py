@@ -56,6 +56,10 @@ class RunLayout:
     agent_log = property(lambda self: self.root / "agent.log")
     events_log = property(lambda self: self.root / "events.jsonl")
 
+    def version_picture(self, n: int) -> Path:
+        """The load check's screenshot of version n: versions/0003.png beside versions/0003-<sha8>.html."""
+        return self.versions_dir / f"{n:04d}.png"
+
     def holds_a_run(self) -> bool:
         return self.contract.exists() or self.run_info.exists() or self.versions_log.exists()
 
@@ -229,6 +233,7 @@ class Contract(_Strict):
     checker_rubric_version: str = Field(description="version of the ten-point check's rubric")
     timezone: str = Field(description="timezone of the sandbox and the check, e.g. 'UTC'")
     seeds: dict[str, int] = Field(default_factory=dict, description="named random seeds the run fixed (e.g. 'check')")
+    node: str | None = Field(None, description="the machine the run ran on (host, or host/Ray node id); null: not recorded")
 
     @field_validator("upstream_url")
     @classmethod
@@ -298,6 +303,10 @@ class VersionRecord(BaseModel):
     )
     check_failure: str | None = Field(
         None, description="why the load check itself could not run (our fault, not the page's); null if it ran"
+    )
+    picture: str | None = Field(
+        None, description="the load check's own screenshot of this version, relative to the run folder "
+        "(versions/0003.png); null when none was kept"
     )
 
 
@@ -511,6 +520,7 @@ def fold_versions(lines: list[VersionRecord]) -> list[VersionRecord]:
                 "loaded_without_errors": update.loaded_without_errors,
                 "load_errors": update.load_errors,
                 "check_failure": update.check_failure,
+                "picture": update.picture or base.picture,
             })
         elif update.event == "seen_again":
             folded[update.n] = base.model_copy(update={"last_seen_t_s": update.last_seen_t_s})

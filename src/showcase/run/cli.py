@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from showcase.run.options import RunOptions
+from showcase.task import DEFAULT_TASK
 
 console = Console(stderr=True, highlight=False)
 
@@ -22,7 +23,7 @@ def run(
     upstream: str = typer.Option(..., help="OpenAI-compatible base URL of the model, e.g. http://HOST:PORT/v1."),
     model: str = typer.Option(..., help="Model name; forced into every request."),
     out: Path = typer.Option(..., help="Run folder to create; refused if it already holds a run."),
-    task: str = typer.Option("voxel", help="Task id (a folder under tasks/)."),
+    task: str = typer.Option(DEFAULT_TASK, help="Task id (a folder under tasks/)."),
     harness: str = typer.Option("builtin", help="Agent harness (a folder under harness/): builtin, mini-swe-agent, ..."),
     sampling_file: Path | None = typer.Option(None, help="JSON object of fields forced into every request."),
     limit_s: float | None = typer.Option(None, help="Hard stop in seconds (task default 7200)."),
@@ -37,6 +38,7 @@ def run(
     base_image: str | None = typer.Option(None, help="Build on this local image instead of a debootstrapped Debian."),
     npm_dir: Path | None = typer.Option(None, envvar="SHOWCASE_NPM_DIR", help="Folder of the import map's npm tarballs."),
     clip: bool = typer.Option(True, help="Record clip.mp4 of the version that counts."),
+    clip_seconds: float = typer.Option(15, help="Length of the clip in seconds (on the page's virtual clock)."),
 ) -> None:
     """Run the task once: a sealed agent, every version kept, the check, the clip, the report.
 
@@ -50,7 +52,7 @@ def run(
         upstream_key=os.environ.get("SHOWCASE_UPSTREAM_KEY"), sampling_file=sampling_file,
         limit_s=limit_s, inject_after_s=inject_after_s, answer_limit=answer_limit, ctx=ctx,
         memory=memory, disk=disk, cpus=cpus, pids_limit=pids_limit, backend=backend, base_image=base_image,
-        npm_dir=npm_dir, clip=clip, command_line=["showcase", *sys.argv[1:]],
+        npm_dir=npm_dir, clip=clip, clip_seconds=clip_seconds, command_line=["showcase", *sys.argv[1:]],
     )
     folder = execute_run(opts, say=_say)
     print(folder)
@@ -65,11 +67,11 @@ def demo(
     """The whole pipeline offline, against a replay model: a recorded conversation builds a page
     in several versions through a real agent in a real sealed container."""
     from showcase.harness import demo_script, load_harness
-    from showcase.paths import TASKS_DIR
     from showcase.replay import ReplayServer
     from showcase.run.orchestrate import execute_run
+    from showcase.task import load_task
 
-    script = demo_script(load_harness(harness), TASKS_DIR / "voxel" / "demo")
+    script = demo_script(load_harness(harness), load_task().dir / "demo")
     out = out or Path("runs") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     with ReplayServer(script) as server:
         _say(f"demo: replay model at {server.base_url} plays {script.name}")

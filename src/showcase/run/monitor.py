@@ -3,10 +3,14 @@
 A run's figures (minutes, tokens per second, the clip's smoothness) depend on the machine not
 being busy with something else. This monitor samples every process on the host every few
 seconds and keeps, for each one that is NOT part of the run, its peak CPU use and its CPU
-seconds during the run, plus the host's load averages. Not part of the run: this process and
-its descendants (the orchestrator, the gate, docker CLI calls), the run's container processes
-(given as pids, a callable returning pids, or a cgroup substring such as the container id),
-and kernel threads.
+seconds during the run, plus the host's load averages and the mean number of cores the others
+kept busy (`foreign_cores`). Not part of the run: this process and its descendants (the
+orchestrator, the gate, docker CLI calls), the run's container processes (given as pids, a
+callable returning pids, or a cgroup substring such as the container id), and kernel threads.
+
+The check meters with the same class, without a background thread (two samples, so nothing of
+ours competes with the page it times) and without our descendants: a burner a test starts is
+foreign to the check, only the check's own browser is not.
 """
 
 import os
@@ -58,13 +62,18 @@ class ForeignProcessMonitor:
 
     def __init__(
         self,
-        interval_s: float = 2.0,
+        interval_s: float | None = 2.0,
         run_pids: Iterable[int] | Callable[[], Iterable[int]] | None = None,
         run_cgroup: str | None = None,
         min_peak_percent: float = 5.0,
         min_cpu_seconds: float = 1.0,
+        own_descendants: bool = True,
     ) -> None:
+        """interval_s None: no background sampling, only at start() and stop().
+        own_descendants False: of this process only its own time is ours, not its children's."""
         self.interval_s = interval_s
+        self._own_descendants = own_descendants
+        self._busy: list[tuple[float, float]] = []  # (monotonic time, host busy CPU seconds) per sample
         self._run_pids = run_pids
         self._run_cgroup = run_cgroup
         self.min_peak_percent = min_peak_percent
@@ -81,8 +90,9 @@ class ForeignProcessMonitor:
     def start(self) -> "ForeignProcessMonitor":
         self._t0, self._wall0 = time.monotonic(), time.time()
         self._sample()  # baseline: CPU used before the run is not counted
-        self._thread = threading.Thread(target=self._loop, name="showcase-monitor", daemon=True)
-        self._thread.start()
+        if self.interval_s is not None:
+            self._thread = threading.Thread(target=self._loop, name="showcase-monitor", daemon=True)
+            self._thread.start()
         return self
 
     def stop(self, timeout_s: float = 10.0) -> list[ForeignProcess]:
@@ -92,6 +102,17 @@ class ForeignProcessMonitor:
             self._thread.join(timeout_s)
         self._sample()
         return self.foreign_processes()
+
+    def foreign_cores(self) -> float | None:
+        """Mean cores kept busy by others from start() to the last sample: the host's busy time
+        (/proc/stat, so short-lived processes count too) less the run's own processes' time.
+        None over less than half a second, or without two samples."""
+        with self._lock:
+            if len(self._busy) < 2 or self._busy[-1][0] - self._busy[0][0] < 0.5:
+                return None
+            (t0, busy0), (t1, busy1) = self._busy[0], self._busy[-1]
+            ours = sum(t.last_cpu_s - t.base_cpu_s for t in self._tracks.values() if t.excluded)
+        return round(max(0.0, (busy1 - busy0) - ours) / (t1 - t0), 2)
 
     @property
     def load_samples(self) -> list[LoadSample]:
@@ -121,11 +142,11 @@ class ForeignProcessMonitor:
                 continue
 
     def _excluded_pids(self) -> set[int]:
-        roots = {os.getpid()}
+        roots = {os.getpid()} if self._own_descendants else set()
         if self._run_pids is not None:
             given = self._run_pids() if callable(self._run_pids) else self._run_pids
-            roots |= set(given)
-        excluded = set(roots)
+            roots |= {pid for pid in given if pid is not None}
+        excluded = roots | {os.getpid()}
         for pid in roots:
             try:
                 excluded |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
@@ -135,6 +156,8 @@ class ForeignProcessMonitor:
 
     def _sample(self) -> None:
         now = time.monotonic()
+        host = psutil.cpu_times()
+        busy = sum(host) - host.idle - getattr(host, "iowait", 0.0) - getattr(host, "guest", 0.0) - getattr(host, "guest_nice", 0.0)
         excluded = self._excluded_pids()
         load1, load5, load15 = os.getloadavg()
         seen: dict[tuple[int, float], _Track] = {}
@@ -175,6 +198,7 @@ class ForeignProcessMonitor:
             seen[key] = track
         with self._lock:
             self._tracks.update(seen)
+            self._busy.append((now, busy))
             self._load.append(
                 LoadSample(t_s=round(now - self._t0, 3), load1=load1, load5=load5, load15=load15)
             )

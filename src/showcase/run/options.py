@@ -4,11 +4,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from showcase.task import DEFAULT_TASK
+
 
 class RunOptions(BaseModel):
     """Everything `showcase run` takes; the contract records what of it fixes the result."""
 
-    task: str = Field("voxel", description="task id: a folder under tasks/")
+    task: str = Field(DEFAULT_TASK, description="task id: a folder under tasks/")
     harness: str = Field("builtin", description="agent harness id: a folder under harness/")
     upstream: str = Field(description="OpenAI-compatible base URL of the model, e.g. http://HOST:PORT/v1")
     model: str = Field(description="model name forced into every request")

@@ -1,4 +1,4 @@
-"""`showcase run`: the voxel task from an empty folder to a scored result, and `finalize`.
+"""`showcase run`: a task from an empty folder to a scored result, and `finalize`.
 
 Everything is written as it happens (versions, gate log, events), so if showcase itself is
 killed mid-run nothing is lost and `finalize` completes the run from disk.
@@ -13,11 +13,14 @@ import secrets
 import subprocess
 import threading
 import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 
 from showcase import __version__
+from showcase.batch.lock import hold_final_check, release_final_check
 from showcase.errors import InfraError, UserError
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
 from showcase.run.artefacts import RunEvent, RunLayout
@@ -25,7 +28,7 @@ from showcase.run.options import RunOptions
 from showcase.run.shot import shot_route, write_tools
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
 from showcase.sandbox.base import RUN_LABEL
-from showcase.task import Task, load_task
+from showcase.task import DEFAULT_OUTPUT_FILE, Task, load_task
 
 Progress = Callable[[str], None]
 
@@ -72,7 +75,7 @@ def sweep_leftovers(backend: str | None, say: Progress) -> None:
         say(f"cleanup: {line}")
 
 
-def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
+def preflight(opts: RunOptions) -> "RunPlan":
     """Bad input before anything starts: each a one-line error naming the fix (exit 2)."""
     from showcase.gate.config import load_sampling
     from showcase.gate.probe import probe_upstream
@@ -111,7 +114,16 @@ def preflight(opts: RunOptions) -> tuple[Task, "object", dict]:
         from showcase.run.artefacts import redact_text
 
         raise UserError(redact_text(reason))  # names the upstream (credentials removed) and what is wrong
-    return task, harness, sampling
+    return RunPlan(opts=opts, task=task, harness=harness, sampling=sampling, **run_limits(opts, task))
+
+
+def run_limits(opts: RunOptions, task: Task) -> dict:
+    """The hard stop, the finish-now second and the answer limit: the user's, else the task's."""
+    return dict(
+        limit_s=opts.limit_s if opts.limit_s is not None else task.limits.limit_s,
+        inject_s=opts.inject_after_s if opts.inject_after_s is not None else task.limits.inject_after_s,
+        answer_limit=opts.answer_limit if opts.answer_limit is not None else task.limits.answer_limit,
+    )
 
 
 def _bad_number(value: float, allow_zero: bool) -> bool:
@@ -120,13 +132,11 @@ def _bad_number(value: float, allow_zero: bool) -> bool:
 
 def check_limits(opts: RunOptions, task: Task) -> None:
     """Every limit finite and above 0 (finish-now may start at 0): `inf` would never stop a run."""
-    limit_s = opts.limit_s if opts.limit_s is not None else task.limits.limit_s
-    inject_s = opts.inject_after_s if opts.inject_after_s is not None else task.limits.inject_after_s
-    answer_limit = opts.answer_limit if opts.answer_limit is not None else task.limits.answer_limit
+    limits = run_limits(opts, task)
     checks = [
-        ("--limit-s", limit_s, False, "seconds, e.g. --limit-s 7200"),
-        ("--inject-after-s", inject_s, True, "seconds, e.g. --inject-after-s 5400"),
-        ("--answer-limit", answer_limit, False, "tokens, e.g. --answer-limit 262144"),
+        ("--limit-s", limits["limit_s"], False, "seconds, e.g. --limit-s 7200"),
+        ("--inject-after-s", limits["inject_s"], True, "seconds, e.g. --inject-after-s 5400"),
+        ("--answer-limit", limits["answer_limit"], False, "tokens, e.g. --answer-limit 262144"),
         ("the clip's length", opts.clip_seconds, False, "seconds, e.g. 15"),
     ]
     if opts.cpus is not None:
@@ -167,23 +177,23 @@ def _refusal_recorder(layout: RunLayout, events: "EventLog"):
     return record
 
 
-def _quick_check_dict(npm_dir: Path | None, service=None, priority: int | None = None):
+def _quick_check_dict(npm_dir: Path | None, service=None, priority: int | None = None, task: Task | None = None):
     """The browser's quick load check, as the shot endpoint and the watcher want it.
 
     service: the run's browser (showcase.browser.service) to check in at `priority`; None: a
-    browser of the check's own.
+    browser of the check's own. task: whose import map the page may use.
     """
     from showcase.browser.service import ORDINARY
     from showcase.check.quick import load_check
 
     async def check(html: bytes, png: Path | None) -> dict:
         if service is None:
-            result = await load_check(html, screenshot_path=png, npm_dir=npm_dir)
+            result = await load_check(html, screenshot_path=png, npm_dir=npm_dir, task=task)
         else:
             level = ORDINARY if priority is None else priority
             result = await service.run_async(
                 lambda browser: load_check(html, screenshot_path=png, npm_dir=npm_dir, browser=browser,
-                                           opening=service.opening(level)),
+                                           opening=service.opening(level), task=task),
                 level,
             )
         return result.model_dump(mode="json")
@@ -205,66 +215,95 @@ def _run_browser(events: Callable[..., None]):
     )
 
 
-def execute_run(opts: RunOptions, say: Progress = print) -> Path:
-    """Run the task once, sealed, and leave every file of the README's "The files of a run" in opts.out."""
-    from showcase.gate.app import create_gate
-    from showcase.gate.config import GateConfig
-    from showcase.gate.server import GateServer
-    from showcase.harness import render_launch
-    from showcase.run.artefacts import CommandLine, SamplingFile
-    from showcase.io import write_json_atomic
-    from showcase.run.egress import EgressWatch
-    from showcase.run.monitor import ForeignProcessMonitor
-    from showcase.run.watcher import Watcher
-    from showcase.sandbox.base import Mount, SandboxSpec, get_backend
-    from showcase.sandbox.image import ensure_image
-    from showcase.sandbox.space import RunSpace
+@dataclass
+class RunPlan:
+    """What preflight settled: the task, the harness, the sampling and the run's three limits."""
 
-    task, harness, sampling = preflight(opts)
+    opts: RunOptions
+    task: Task
+    harness: object
+    sampling: dict
+    limit_s: float
+    inject_s: float
+    answer_limit: int
+
+
+@dataclass
+class Provisioned:
+    """Everything provision started for one run; each part's cleanup sits on the run's ExitStack."""
+
+    plan: RunPlan
+    layout: RunLayout
+    events: EventLog
+    gate: object
+    spec: object
+    sandbox: object
+    space: object
+    key: str
+
+
+@dataclass
+class Teardown:
+    """What the parts report as they stop, for the `sandbox_removed` event."""
+
+    exit_info: object = None
+    leaks: list | None = field(default_factory=list)  # None: the audit itself failed
+    foreign: list = field(default_factory=list)
+    host_load: list = field(default_factory=list)
+    outside: object = None
+
+    def event(self) -> dict:
+        return dict(
+            exit=self.exit_info.model_dump(mode="json") if self.exit_info is not None else None,
+            leaks=self.leaks if self.leaks is not None else ["leak audit failed"],
+            foreign=[p.model_dump(mode="json") for p in self.foreign],
+            host_load=[s.model_dump(mode="json") for s in self.host_load],
+            outside_attempts=self.outside.model_dump(mode="json") if self.outside is not None else None,
+        )
+
+
+def execute_run(opts: RunOptions, say: Progress = print) -> Path:
+    """Run the task once, sealed, and leave every file of the README's "The files of a run" in opts.out.
+
+    DESIGN.md's pipeline: preflight (bad input, before anything starts), provision (run files,
+    image, gate, sandbox, watcher, monitor), supervise (the agent until it ends or the hard stop),
+    finalize (final choice, check, clip, report). Whatever happens in between, the ExitStack
+    stops every part provision started, in the order that keeps what was seen.
+    """
+    plan = preflight(opts)
     sweep_leftovers(opts.backend, say)
+    with ExitStack() as stack:
+        run = provision(plan, stack, say)
+        supervise(run, say)
+    return finalize(run.layout.root, say=say, npm_dir=opts.npm_dir, clip=opts.clip, clip_seconds=opts.clip_seconds,
+                    clock_t0=run.events.t0)
+
+
+def write_run_files(plan: RunPlan) -> RunLayout:
+    """The run folder and the files that fix what was asked: command, sampling, prompt, tools."""
+    from showcase.io import write_json_atomic
+    from showcase.run.artefacts import CommandLine, SamplingFile
+
+    opts = plan.opts
     layout = RunLayout(opts.out)
     layout.make()
-    limit_s = opts.limit_s if opts.limit_s is not None else task.limits.limit_s
-    inject_s = opts.inject_after_s if opts.inject_after_s is not None else task.limits.inject_after_s
-    answer_limit = opts.answer_limit if opts.answer_limit is not None else task.limits.answer_limit
     CommandLine.from_argv(opts.command_line).write(layout.command)
     write_json_atomic(
         layout.sampling,
-        SamplingFile(fields=sampling, source="file" if opts.sampling_file else "none",
+        SamplingFile(fields=plan.sampling, source="file" if opts.sampling_file else "none",
                      source_path=str(opts.sampling_file) if opts.sampling_file else None),
     )
-    (layout.task_dir / "prompt.txt").write_bytes(task.prompt_bytes)
-    write_tools(layout.tools_dir)
+    (layout.task_dir / "prompt.txt").write_bytes(plan.task.prompt_bytes)
+    write_tools(layout.tools_dir, plan.task.output_file)
+    return layout
 
-    say(f"image: sandbox image for harness {harness.id} (built once, cached by content hash)")
-    image_started = time.monotonic()
-    image = ensure_image(harness, base=opts.base_image, progress=lambda msg: say(f"  {msg}"))
-    image_s = time.monotonic() - image_started
-    from showcase.browser.service import URGENT
 
-    # Launched only once the run starts (below); events exist by the time a restart can happen.
-    browser = _run_browser(lambda event, **detail: events(event, **detail))
-    shot_check = _quick_check_dict(opts.npm_dir, browser, URGENT)
-    quick_check = _quick_check_dict(opts.npm_dir, browser)
-    key = secrets.token_urlsafe(24)
-    gate = create_gate(
-        GateConfig(
-            upstream=opts.upstream,
-            model=opts.model,
-            api_key_upstream=opts.upstream_key,
-            key=key,
-            sampling=sampling,
-            sampling_source=str(opts.sampling_file) if opts.sampling_file else None,
-            answer_limit=answer_limit,
-            finish_now_after_s=inject_s,
-            finish_now_text=task.finish_now_text,
-            hard_stop_after_s=limit_s,
-            log_dir=layout.root,
-        ),
-        extra_routes=[shot_route(layout.work, shot_check, page_cap=task.page_cap_bytes,
-                                 on_refused=lambda name, why: refusals(name, why))],
-    )
-    spec = SandboxSpec(
+def sandbox_spec(plan: RunPlan, layout: RunLayout, image: str, key: str):
+    """The sandbox as the contract records it: the published limits plus what the user set."""
+    from showcase.sandbox.base import Mount, SandboxSpec
+
+    opts = plan.opts
+    return SandboxSpec(
         image=image,
         workdir_host=layout.work,
         gate_dir_host=layout.gate_dir,
@@ -276,13 +315,69 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
         api_key=key,
         disk=opts.disk,
         # The container ends itself after the hard stop and a grace, even if showcase is dead by then.
-        lifetime_s=limit_s + LIFETIME_GRACE_S,
+        lifetime_s=plan.limit_s + LIFETIME_GRACE_S,
         memory=opts.memory,
         cpus=opts.cpus,
         **({"pids_limit": opts.pids_limit} if opts.pids_limit else {}),
         labels={RUN_LABEL: str(layout.root.resolve())},
     )
-    _write_contract(layout, opts, task, harness, sampling, spec, image, limit_s, inject_s, answer_limit)
+
+
+def make_gate(plan: RunPlan, layout: RunLayout, key: str, shot_check, on_refused):
+    """The gate of this run: the upstream, the forced fields, the clock's two moments, shot.sh's route."""
+    from showcase.gate.app import create_gate
+    from showcase.gate.config import GateConfig
+
+    opts, task = plan.opts, plan.task
+    return create_gate(
+        GateConfig(
+            upstream=opts.upstream,
+            model=opts.model,
+            api_key_upstream=opts.upstream_key,
+            key=key,
+            sampling=plan.sampling,
+            sampling_source=str(opts.sampling_file) if opts.sampling_file else None,
+            answer_limit=plan.answer_limit,
+            finish_now_after_s=plan.inject_s,
+            finish_now_text=task.finish_now_text,
+            hard_stop_after_s=plan.limit_s,
+            log_dir=layout.root,
+        ),
+        extra_routes=[shot_route(layout.work, shot_check, page_cap=task.page_cap_bytes,
+                                 on_refused=on_refused, page_name=task.output_file)],
+    )
+
+
+def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
+    """Start every part of the run; each registers its own cleanup on `stack`.
+
+    Cleanups run last-registered first, so the order of registration below is the order of the
+    teardown read backwards: the gate refuses and the agent is killed first, then the last
+    versions are checked, then the browser, the gate's server and the space close, and last
+    `sandbox_removed` records what each part reported.
+    """
+    from showcase.browser.service import URGENT
+    from showcase.gate.server import GateServer
+    from showcase.run.watcher import Watcher
+    from showcase.sandbox.base import get_backend
+    from showcase.sandbox.image import ensure_image
+    from showcase.sandbox.space import RunSpace
+
+    opts, task, harness = plan.opts, plan.task, plan.harness
+    layout = write_run_files(plan)
+    say(f"image: sandbox image for harness {harness.id} (built once, cached by content hash)")
+    image_started = time.monotonic()
+    image = ensure_image(harness, base=opts.base_image, progress=lambda msg: say(f"  {msg}"))
+    image_s = time.monotonic() - image_started
+
+    # Launched only once the run starts (below); events exist by the time a restart can happen.
+    browser = _run_browser(lambda event, **detail: events(event, **detail))
+    key = secrets.token_urlsafe(24)
+    gate = make_gate(plan, layout, key, _quick_check_dict(opts.npm_dir, browser, URGENT, task),
+                     lambda name, why: refusals(name, why))
+    spec = sandbox_spec(plan, layout, image, key)
+    _write_contract(layout, opts, task, harness, plan.sampling, spec, image, plan.limit_s, plan.inject_s,
+                    plan.answer_limit)
     if os.geteuid() == 0:
         os.chown(layout.agent_dir, spec.uid, spec.gid)  # the agent writes its trajectory there
     sandbox = get_backend(opts.backend)()
@@ -290,80 +385,120 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
     server.start()
     t0 = time.monotonic()
     events = EventLog(layout.events_log, t0)
+    space = RunSpace(layout.root, SPACE_FOLDERS)
+    report = Teardown()
+    stack.callback(lambda: events("sandbox_removed", **report.event()))
+    stack.callback(_close_space, space, events, say)
+    stack.callback(server.stop)
     events("run_started", started_at=_now_iso(), start_epoch=time.time())
     events("image_ready", image=image, seconds=round(image_s, 3))
     refusals = _refusal_recorder(layout, events)
-    watcher = monitor = egress = None
-    space = RunSpace(layout.root, SPACE_FOLDERS)
+
+    # Closed before the final check: its frame-rate item gets the CPU to itself.
+    stack.callback(_safe, browser.close)
+    browser.start()  # warm before the agent's first shot.sh
+    # Before the watcher: it must watch the image's folder, not the one the mount covers.
+    timings = space.open(spec.disk_bytes, spec.uid, spec.gid)
+    events("space_opened", cap_bytes=spec.disk_bytes, **{k: round(v, 3) for k, v in timings.items()})
+    watcher = Watcher(
+        layout.work,
+        layout.root,
+        file_name=task.output_file,
+        clock=lambda: time.monotonic() - events.t0,
+        last_request_id=lambda: gate.last_request_id,
+        load_check=_watcher_check(_quick_check_dict(opts.npm_dir, browser, task=task)),
+        page_cap=task.page_cap_bytes,
+        on_refused=refusals,
+        check_workers=CHECK_PARALLEL,
+        pictures=True,
+    )
+    stack.callback(_stop_watcher, watcher, events)
+    watcher.start()
+    stack.enter_context(_sandbox_running(sandbox, spec, report, say))
+    monitor_egress(sandbox, report, stack)
+    stack.callback(_kill_sandbox, sandbox, report)
+    stack.callback(gate.hard_stop)  # first of all: from here on the gate refuses every request
+    return Provisioned(plan=plan, layout=layout, events=events, gate=gate, spec=spec, sandbox=sandbox,
+                       space=space, key=key)
+
+
+def _stop_watcher(watcher, events: EventLog) -> None:
+    """Take the last versions and wait (bounded) for their load checks."""
+    waited = time.monotonic()
+    _safe(lambda: watcher.stop(timeout_s=180))
+    versions = watcher.versions
+    events("load_checks_done", seconds_after_agent=round(time.monotonic() - waited, 3), versions=len(versions),
+           unchecked=sum(1 for v in versions if v.loaded_without_errors is None and v.check_failure is None))
+
+
+@contextmanager
+def _sandbox_running(sandbox, spec, report: Teardown, say: Progress):
+    """The sandbox from start to removal. Its kill is a cleanup of its own (`_kill_sandbox`), which
+    runs before the monitors stop; removal and the leak audit come after them."""
+    say("sandbox: starting (network none; the gate is the only way out)")
     try:
-        browser.start()  # warm before the agent's first shot.sh
-        # Before the watcher: it must watch the image's folder, not the one the mount covers.
-        timings = space.open(spec.disk_bytes, spec.uid, spec.gid)
-        events("space_opened", cap_bytes=spec.disk_bytes, **{k: round(v, 3) for k, v in timings.items()})
-        watcher = Watcher(
-            layout.work,
-            layout.root,
-            file_name=task.output_file,
-            clock=lambda: time.monotonic() - t0,
-            last_request_id=lambda: gate.last_request_id,
-            load_check=_watcher_check(quick_check),
-            page_cap=task.page_cap_bytes,
-            on_refused=refusals,
-            check_workers=CHECK_PARALLEL,
-        )
-        watcher.start()
-        say("sandbox: starting (network none; the gate is the only way out)")
         sandbox.start(spec)
-        egress = EgressWatch.start(_container_pid(sandbox))
-        monitor = ForeignProcessMonitor(run_pids=lambda: _container_pids(sandbox))
-        monitor.start()
-        command, env = render_launch(
-            harness,
-            model=opts.model,
-            prompt=task.prompt_bytes.decode(),
-            prompt_file="/task/prompt.txt",
-            base_url=spec.relay_url,
-            api_key=key,
-        )
-        env = {"PATH": "/opt/tools:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **env}
-        gate.start_clock()
-        t0 = time.monotonic()  # the run's clock is the gate's: finish-now and hard stop count from here
-        events.t0 = t0
-        events("agent_started", harness=harness.id, limit_s=limit_s, inject_after_s=inject_s, start_epoch=time.time())
-        say(f"agent: started; finish-now from {inject_s:.0f} s, hard stop at {limit_s:.0f} s")
-        sandbox.start_process(command, env=env, log_path=layout.agent_log)
-        _supervise(sandbox, gate, events, t0, limit_s, layout, harness, say, disk_full=space.is_full)
+        yield sandbox
     finally:
-        # Whatever happened above, leave nothing running and keep what was seen.
-        gate.hard_stop()
-        exit_info = _safe(sandbox.exit_info)
-        _safe(sandbox.kill)
-        if watcher is not None:
-            waited = time.monotonic()
-            _safe(lambda: watcher.stop(timeout_s=180))
-            versions = watcher.versions
-            events("load_checks_done", seconds_after_agent=round(time.monotonic() - waited, 3),
-                   versions=len(versions),
-                   unchecked=sum(1 for v in versions if v.loaded_without_errors is None and v.check_failure is None))
-        # Closed before the final check: its frame-rate item gets the CPU to itself.
-        _safe(browser.close)
-        foreign = monitor.stop() if monitor is not None else []
-        outside = egress.stop() if egress is not None else None
-        host_load = monitor.load_samples if monitor is not None else []
+        if report.exit_info is None:
+            _kill_sandbox(sandbox, report)
         _safe(sandbox.remove)
-        leaks = _safe(sandbox.leak_audit)
-        server.stop()
-        _close_space(space, events, say)
-        events(
-            "sandbox_removed",
-            exit=exit_info.model_dump(mode="json") if exit_info is not None else None,
-            leaks=leaks if leaks is not None else ["leak audit failed"],
-            foreign=[p.model_dump(mode="json") for p in foreign],
-            host_load=[s.model_dump(mode="json") for s in host_load],
-            outside_attempts=outside.model_dump(mode="json") if outside is not None else None,
-        )
-    return finalize(layout.root, say=say, npm_dir=opts.npm_dir, clip=opts.clip, clip_seconds=opts.clip_seconds,
-                    clock_t0=events.t0)
+        report.leaks = _safe(sandbox.leak_audit)
+
+
+def _kill_sandbox(sandbox, report: Teardown) -> None:
+    report.exit_info = _safe(sandbox.exit_info)  # before the kill: how the agent ended by itself
+    _safe(sandbox.kill)
+
+
+def monitor_egress(sandbox, report: Teardown, stack: ExitStack) -> None:
+    """Who else used the CPU, and what the agent tried to reach outside, while the sandbox ran."""
+    from showcase.run.egress import EgressWatch
+    from showcase.run.monitor import ForeignProcessMonitor
+
+    egress = EgressWatch.start(_safe(sandbox.host_pid))
+
+    def stop_egress():
+        report.outside = egress.stop()
+
+    stack.callback(stop_egress)
+    monitor = ForeignProcessMonitor(run_pids=lambda: _safe(sandbox.processes) or [])
+
+    def stop_monitor():
+        report.foreign = monitor.stop()
+        report.host_load = monitor.load_samples
+
+    monitor.start()
+    stack.callback(stop_monitor)
+
+
+def agent_command(run: Provisioned) -> tuple[list[str], dict[str, str]]:
+    """The harness's launch command and environment, with the tools of /opt/tools on PATH."""
+    from showcase.harness import render_launch
+
+    command, env = render_launch(
+        run.plan.harness,
+        model=run.plan.opts.model,
+        prompt=run.plan.task.prompt_bytes.decode(),
+        prompt_file="/task/prompt.txt",
+        base_url=run.spec.relay_url,
+        api_key=run.key,
+    )
+    return command, {"PATH": "/opt/tools:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **env}
+
+
+def supervise(run: Provisioned, say: Progress) -> str:
+    """Start the agent on the gate's clock and watch it until it ends or the hard stop; how it ended."""
+    plan, events = run.plan, run.events
+    command, env = agent_command(run)
+    run.gate.start_clock()
+    events.t0 = time.monotonic()  # the run's clock is the gate's: finish-now and hard stop count from here
+    events("agent_started", harness=plan.harness.id, limit_s=plan.limit_s, inject_after_s=plan.inject_s,
+           start_epoch=time.time())
+    say(f"agent: started; finish-now from {plan.inject_s:.0f} s, hard stop at {plan.limit_s:.0f} s")
+    run.sandbox.start_process(command, env=env, log_path=run.layout.agent_log)
+    return _supervise(run.sandbox, run.gate, events, events.t0, plan.limit_s, run.layout, plan.harness, say,
+                      disk_full=run.space.is_full)
 
 
 def _close_space(space, events: "EventLog", say: Progress) -> None:
@@ -383,27 +518,6 @@ def _close_space(space, events: "EventLog", say: Progress) -> None:
         say(f"disk: {report.skipped_count} entries of the agent's folders not kept (links, FIFOs, devices)")
 
 
-def _container_pid(sandbox) -> int | None:
-    """The container's first process on the host (for its network namespace)."""
-    container = getattr(sandbox, "container", None)
-    try:
-        container.reload()
-        return int(container.attrs["State"]["Pid"]) or None
-    except Exception:
-        return None
-
-
-def _container_pids(sandbox) -> list[int]:
-    container = getattr(sandbox, "container", None)
-    if container is None:
-        return []
-    try:
-        top = container.top(ps_args="-eo pid")
-        return [int(row[0]) for row in top.get("Processes") or []]
-    except Exception:
-        return []
-
-
 def _safe(fn):
     try:
         return fn()
@@ -414,11 +528,11 @@ def _safe(fn):
 def _watcher_check(quick_check):
     from showcase.check.runner import looks_like_html
 
-    def check(html: bytes) -> tuple[bool, list[str]]:
+    def check(html: bytes, picture: Path | None = None) -> tuple[bool, list[str]]:
         if not looks_like_html(html):
             # Not a page at all: it counts as one that did not load, and the last good one counts.
             return False, ["not an HTML file (no HTML tags in its text)"]
-        result = asyncio.run(quick_check(html, None))
+        result = asyncio.run(quick_check(html, picture))
         return bool(result["loads"]), list(result.get("errors") or [])
 
     return check
@@ -501,21 +615,19 @@ def read_events(layout: RunLayout) -> list[RunEvent]:
 
 
 def _kill_leftovers(layout: RunLayout, say: Progress) -> bool:
-    """After showcase itself died mid-run, its container may still run: stop it first."""
-    try:
-        import docker
+    """After showcase itself died mid-run, its sandbox may still run: stop it first (every backend's:
+    finalize does not know which one the run used)."""
+    from showcase.sandbox.base import get_backend, known_backends
 
-        client = docker.from_env(timeout=20)
-        leftovers = client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={layout.root.resolve()}"})
-    except Exception:
-        return False
-    for c in leftovers:
-        say(f"finalize: removing the run's leftover container {c.name}")
+    lines = []
+    for name in known_backends():
         try:
-            c.remove(force=True)
-        except Exception as exc:
-            say(f"finalize: could not remove {c.name}: {exc}")
-    return bool(leftovers)
+            lines += get_backend(name).remove_run(layout.root)
+        except Exception as exc:  # one backend that cannot answer must not stop the finalize
+            lines.append(f"could not ask backend {name}: {exc}")
+    for line in lines:
+        say(f"finalize: {line}")
+    return bool(lines)
 
 
 def _ffmpeg_version() -> str | None:
@@ -553,6 +665,21 @@ def _write_contract(layout, opts: RunOptions, task: Task, harness, sampling: dic
     write_json_atomic(layout.contract, contract)
 
 
+@dataclass
+class FinalizeState:
+    """A run folder as finalize found it, once nothing of the run runs any more."""
+
+    layout: RunLayout
+    contract: object
+    events: list[RunEvent]
+    log: EventLog
+    phase_log: Callable[..., None]  # the phase timings: only the first finalize of a run adds them
+    interrupted: bool
+    task: Task | None  # None: the contract names a task this machine does not have
+    page_name: str
+    page_cap: int
+
+
 def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, clip: bool = True,
              clip_seconds: float = 15, clock_t0: float | None = None) -> Path:
     """Complete a run from what is on disk: final choice, check, clip, run-info, report.
@@ -561,16 +688,37 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     clock_t0: the run's clock (time.monotonic() at the agent's start), so finalize's events
     continue the run's timeline; None (finalize on its own): they count from finalize's start.
     """
-    from showcase.gate.log import GateStats, read_log
-    from showcase.run.artefacts import ContainerLimits, Contract, ForeignProcess, LoadSample, RunInfo
-    from showcase.run.final_choice import choose_final
     from showcase.io import write_json_atomic
-    from showcase.run.summary import with_summary
-    from showcase.run.title import world_title
-    from showcase.run.watcher import recover_versions
+    from showcase.report import write_run_report
+
+    state = settle_run(Path(run_dir), say, clock_t0)
+    versions, choice = choose_version(state, npm_dir, say)
+    layout = state.layout
+    chosen = layout.versions_dir / choice.file if choice.file else None
+    if chosen is not None:
+        held = hold_final_check(say)  # a batch's runs check one at a time per host (showcase.batch.lock)
+        try:
+            score_version(state, chosen, choice.n, npm_dir, say, clip, clip_seconds)
+        finally:
+            release_final_check(held)
+    info = run_info(state, versions, choice, chosen)
+    write_json_atomic(layout.run_info, info)
+    say(info.summary_run)
+    say(info.summary_versions)
+    phase = time.monotonic()
+    write_run_report(layout.root)
+    state.phase_log("report_written", seconds=round(time.monotonic() - phase, 3))
+    say(f"report: {layout.report}")
+    say(time_spent(read_events(layout)))
+    return layout.root
+
+
+def settle_run(run_dir: Path, say: Progress, clock_t0: float | None) -> FinalizeState:
+    """Refuse a live run; stop what is left of an interrupted one; leave its folders plain again."""
+    from showcase.run.artefacts import Contract
     from showcase.sandbox.space import RunSpace
 
-    layout = RunLayout(Path(run_dir))
+    layout = RunLayout(run_dir)
     if not layout.contract.is_file():
         raise UserError(f"{run_dir} is not a run folder (no contract.json)")
     contract = Contract.model_validate_json(layout.contract.read_text())
@@ -578,7 +726,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         task = load_task(contract.task_id)
         page_name, page_cap = task.output_file, task.page_cap_bytes
     except UserError:
-        page_name, page_cap = "game.html", DEFAULT_PAGE_CAP
+        task, page_name, page_cap = None, DEFAULT_OUTPUT_FILE, DEFAULT_PAGE_CAP
     space = RunSpace(layout.root)
     try:
         owner = space.state().owner if space.state_path.is_file() else None
@@ -589,12 +737,10 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
             raise UserError(f"{run_dir} is still running (showcase process {owner.pid}); finalize it once that has ended")
     sweep_leftovers(None, say)
     events = read_events(layout)
-    start = next((e for e in events if e.event == "run_started"), None)
     terminate_torn_line(layout.events_log)
     log = EventLog(layout.events_log, clock_t0 if clock_t0 is not None else time.monotonic())
     # A finalize of a finalized run rewrites the same files and adds nothing to the timeline.
     first_finalize = clock_t0 is not None or not any(e.event == "report_written" for e in events)
-    phase_log = log if first_finalize else (lambda event, **detail: None)
     interrupted = not any(e.event == "sandbox_removed" for e in events)
     if interrupted:
         # showcase died mid-run: the agent may still be working. Stop it; what it wrote is kept.
@@ -605,48 +751,76 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         # Mounted (showcase was killed) or not (the machine restarted): either way, plain folders again.
         _close_space(space, log, say)
         events = read_events(layout)
-    agent_start = next((e for e in events if e.event == "agent_started"), None)
+    return FinalizeState(layout=layout, contract=contract, events=events, log=log,
+                         phase_log=log if first_finalize else (lambda event, **detail: None),
+                         interrupted=interrupted, task=task, page_name=page_name, page_cap=page_cap)
+
+
+def choose_version(state: FinalizeState, npm_dir: Path | None, say: Progress):
+    """Every version on disk, load-checked, and the one that counts (final-choice.json)."""
+    from showcase.io import write_json_atomic
+    from showcase.run.final_choice import choose_final
+    from showcase.run.watcher import recover_versions
+
+    layout = state.layout
+    agent_start = next((e for e in state.events if e.event == "agent_started"), None)
     start_epoch = agent_start.detail.get("start_epoch") if agent_start else None
     recovered = recover_versions(layout.root, start_epoch=start_epoch)
     if recovered:
         say(f"finalize: {len(recovered)} version(s) recovered from versions/")
-    versions, final_sha = _catch_up_versions(layout, start_epoch, npm_dir, say, page_name, page_cap,
-                                             _refusal_recorder(layout, log))
+    versions, final_sha = _catch_up_versions(layout, start_epoch, npm_dir, say, state.page_name, state.page_cap,
+                                             _refusal_recorder(layout, state.log), state.task)
     choice = choose_final(versions, final_sha)
     write_json_atomic(layout.final_choice, choice)
     say(f"final choice: {choice.rule_text}")
+    return versions, choice
 
-    chosen = layout.versions_dir / choice.file if choice.file else None
-    if chosen is not None:
-        from showcase.check.runner import check_page, write_report
 
-        say(f"check: scoring version {choice.n} in Chromium (software GL)")
+def score_version(state: FinalizeState, chosen: Path, n: int, npm_dir: Path | None, say: Progress,
+                  clip: bool, clip_seconds: float) -> None:
+    """The ten-point check of the chosen version (check.json, screenshot.png) and its clip."""
+    from showcase.check.runner import check_page, write_report
+    from showcase.io import write_json_atomic
+
+    layout = state.layout
+    say(f"check: scoring version {n} in Chromium (software GL)")
+    phase = time.monotonic()
+    # The stored bytes as they are, whatever their encoding or content: the browser judges them.
+    report = asyncio.run(check_page(chosen.read_bytes(), npm_dir=npm_dir,
+                                    screenshot_path=layout.screenshot, page_name=str(chosen), task=state.task))
+    write_report(report, layout.root)
+    state.phase_log("check_done", seconds=round(time.monotonic() - phase, 3))
+    say(report.summary)
+    if clip:
+        from showcase.clip import record_clip_file
+
+        say(f"clip: recording {clip_seconds:.0f} s on a virtual clock")
         phase = time.monotonic()
-        # The stored bytes as they are, whatever their encoding or content: the browser judges them.
-        report = asyncio.run(check_page(chosen.read_bytes(), npm_dir=npm_dir,
-                                        screenshot_path=layout.screenshot, page_name=str(chosen)))
-        write_report(report, layout.root)
-        phase_log("check_done", seconds=round(time.monotonic() - phase, 3))
-        say(report.summary)
-        if clip:
-            from showcase.clip import record_clip_file
+        result = record_clip_file(chosen, layout.clip, seconds=clip_seconds, npm_dir=npm_dir, task=state.task)
+        write_json_atomic(layout.clip_info, result)
+        state.phase_log("clip_done", seconds=round(time.monotonic() - phase, 3), clip_seconds=clip_seconds)
+        if result.note:
+            say(f"clip: {result.note}")
 
-            say(f"clip: recording {clip_seconds:.0f} s on a virtual clock")
-            phase = time.monotonic()
-            result = record_clip_file(chosen, layout.clip, seconds=clip_seconds, npm_dir=npm_dir)
-            write_json_atomic(layout.clip_info, result)
-            phase_log("clip_done", seconds=round(time.monotonic() - phase, 3), clip_seconds=clip_seconds)
-            if result.note:
-                say(f"clip: {result.note}")
 
+def run_info(state: FinalizeState, versions, choice, chosen: Path | None):
+    """run-info.json: the run's figures from its events, the gate's stats and the contract."""
+    from showcase.gate.log import GateStats, read_log
+    from showcase.run.artefacts import ContainerLimits, ForeignProcess, LoadSample, RunInfo
+    from showcase.run.summary import with_summary
+    from showcase.run.title import world_title
+
+    layout, events, contract = state.layout, state.events, state.contract
     stats = _gate_stats(layout, GateStats, read_log)
-    ended = _how_agent_ended(events, interrupted)
+    ended = _how_agent_ended(events, state.interrupted)
+    start = next((e for e in events if e.event == "run_started"), None)
+    agent_start = next((e for e in events if e.event == "agent_started"), None)
     removed = next((e for e in reversed(events) if e.event == "sandbox_removed"), None)
-    started_at = start.at if start else _mtime_iso(layout.contract)
+    removed_detail = removed.detail if removed else {}
     end_event = next((e for e in reversed(events) if e.event in ("agent_ended", "hard_stop")), None)
     run_s = (end_event.t_s if end_event else (events[-1].t_s if events else 0.0)) - (agent_start.t_s if agent_start else 0.0)
     info = RunInfo(
-        started_at=started_at,
+        started_at=start.at if start else _mtime_iso(layout.contract),
         ended_at=end_event.at if end_event else _now_iso(),
         minutes_run=round(max(0.0, run_s) / 60, 2),
         agent_end=ended["how"],
@@ -667,26 +841,15 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
             cpus=contract.sandbox_limits.cpus,
             pids=contract.sandbox_limits.pids,
         ),
-        foreign_processes=[ForeignProcess(**p) for p in (removed.detail.get("foreign") or [])] if removed else [],
-        host_load=[LoadSample(**s) for s in (removed.detail.get("host_load") or [])] if removed else [],
+        foreign_processes=[ForeignProcess(**p) for p in (removed_detail.get("foreign") or [])],
+        host_load=[LoadSample(**s) for s in (removed_detail.get("host_load") or [])],
         world_title=world_title(chosen.read_bytes()) if chosen is not None else None,
         disk_full=any(e.event == "disk_full" or (e.event == "space_closed" and e.detail.get("full")) for e in events),
-        leaks=removed.detail.get("leaks") if removed else None,
+        leaks=removed_detail.get("leaks") if removed else None,
         refused_entries=_refused_texts(read_events(layout)),
-        outside_attempts=(removed.detail.get("outside_attempts") or None) if removed else None,
+        outside_attempts=(removed_detail.get("outside_attempts") or None) if removed else None,
     )
-    info = with_summary(info, versions, choice)
-    write_json_atomic(layout.run_info, info)
-    say(info.summary_run)
-    say(info.summary_versions)
-    from showcase.report import write_run_report
-
-    phase = time.monotonic()
-    write_run_report(layout.root)
-    phase_log("report_written", seconds=round(time.monotonic() - phase, 3))
-    say(f"report: {layout.report}")
-    say(time_spent(read_events(layout)))
-    return layout.root
+    return with_summary(info, versions, choice)
 
 
 PHASES = {"image_ready": "image", "load_checks_done": "load checks after the agent", "check_done": "check",
@@ -743,7 +906,7 @@ def _mtime_iso(path: Path) -> str:
 
 
 def _catch_up_versions(layout: RunLayout, start_epoch: float | None, npm_dir: Path | None, say: Progress,
-                       page_name: str, page_cap: int, on_refused):
+                       page_name: str, page_cap: int, on_refused, task: Task | None = None):
     """Take the file as it is now if it is new, and load-check every version not checked yet.
 
     Returns the versions and the sha256 of the page file as this last snapshot read it (None: no
@@ -759,10 +922,11 @@ def _catch_up_versions(layout: RunLayout, start_epoch: float | None, npm_dir: Pa
             layout.root,
             file_name=page_name,
             clock=(lambda: time.time() - start_epoch) if start_epoch else None,
-            load_check=_watcher_check(_quick_check_dict(npm_dir, browser)),
+            load_check=_watcher_check(_quick_check_dict(npm_dir, browser, task=task)),
             page_cap=page_cap,
             on_refused=on_refused,
             check_workers=CHECK_PARALLEL,
+            pictures=True,
         )
         unchecked = [v for v in watcher.versions if v.loaded_without_errors is None and v.check_failure is None]
         if unchecked:

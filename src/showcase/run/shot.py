@@ -1,6 +1,6 @@
 """`shot.sh` inside the sandbox, and the host endpoint it asks through the relay and the gate.
 
-The agent calls `shot.sh game.html`; the script posts to /_showcase/shot on the gate (the only
+The agent calls `shot.sh FILE` (the task's page when no FILE is named); the script posts to /_showcase/shot on the gate (the only
 way out of the container), the host runs the quick load check on the file in the run's work
 folder, writes the screenshot into /work/shots/ and answers with what it saw.
 """
@@ -17,13 +17,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular, write_new
+from showcase.task import DEFAULT_OUTPUT_FILE
 
 SHOT_PATH = "/_showcase/shot"
 
 SHOT_SH = r"""#!/bin/sh
 # shot.sh FILE: ask the host for a quick load check of FILE (in /work): a screenshot is saved
 # into /work/shots/ and console errors are printed. Exit 0 when the page loads without errors.
-f="${1:-game.html}"
+f="${1:-%PAGE%}"
 base="${OPENAI_BASE_URL%/}"; base="${base%/v1}"
 body=$(printf '{"file": "%s"}' "$f")
 out=$(curl -sS --max-time 120 -X POST -H "Authorization: Bearer $OPENAI_API_KEY" \
@@ -35,7 +36,7 @@ r = json.load(sys.stdin)
 if "error" in r:
     print("shot.sh:", r["error"].get("message", r["error"]) if isinstance(r["error"], dict) else r["error"]); sys.exit(2)
 print("loads without errors:", "yes" if r["loads"] else "no")
-print("window.ready:", "true after %.1f s" % r["ready_after_s"] if r["ready"] else "never set")
+print("window.ready:", "true after %.1f s" % r["ready_after_s"] if r["ready"] else "not set before the check stopped" if r.get("errors") else "never set")
 print("screenshot:", r.get("screenshot") or r.get("screenshot_refused") or "none")
 errs = r.get("errors") or []
 print("console errors: %d" % len(errs))
@@ -52,15 +53,17 @@ MAX_REQUEST_BYTES = 64 * 1024
 LoadCheck = Callable[[bytes, Path], Awaitable[dict]]
 
 
-def write_tools(tools_dir: Path) -> None:
+def write_tools(tools_dir: Path, page_name: str = DEFAULT_OUTPUT_FILE) -> None:
+    """shot.sh, checking the task's page (page_name) when called without a file."""
     path = tools_dir / "shot.sh"
-    path.write_text(SHOT_SH)
+    path.write_text(SHOT_SH.replace("%PAGE%", page_name.replace("'", "").replace('"', "").replace("$", "")))
     path.chmod(0o755)
 
 
 def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
                page_cap: int = DEFAULT_PAGE_CAP, scratch_dir: Path | None = None,
-               on_refused: Callable[[str, str], None] | None = None) -> Route:
+               on_refused: Callable[[str, str], None] | None = None,
+               page_name: str = DEFAULT_OUTPUT_FILE) -> Route:
     """The gate route behind shot.sh. One check at a time, in the run's browser ahead of any
     version still waiting for its check (the load_check given decides where it runs).
 
@@ -88,9 +91,9 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
                 return JSONResponse({"error": {"message": f"request over {MAX_REQUEST_BYTES} bytes: send {{\"file\": NAME}}"}},
                                     status_code=413)
         try:
-            name = str(json.loads(body).get("file") or "game.html")
+            name = str(json.loads(body).get("file") or page_name)
         except Exception:
-            name = "game.html"
+            name = page_name
         rel = name.removeprefix("/work/").lstrip("/")
         async with lock:
             try:

@@ -2,8 +2,8 @@
 
 The watcher runs on the host over the run's work folder (bind-mounted into the container, so
 the container's writes raise the same kernel file events). It reacts to inotify events, not to
-polling: each close-after-write or rename onto the file is read at once, so writes 50 ms apart
-are each kept. Each new version is stored as versions/NNNN-<sha8>.html *before* its line is
+polling: each close-after-write or rename onto the file is read at once, by a reader process of
+its own (showcase.run.page_reader), so writes 10 ms apart are each kept. Each new version is stored as versions/NNNN-<sha8>.html *before* its line is
 appended to versions.jsonl, so a `kill -9` at any moment loses no page: `recover_versions`
 rebuilds the lines a killed watcher did not write.
 
@@ -14,23 +14,26 @@ are one change and the first version is never read; it also cannot tell a finish
 """
 
 import hashlib
+import json
 import logging
 import os
 import queue
 import re
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inotify_simple import INotify
-from inotify_simple import flags as F
-
 from showcase.errors import UserError
-from showcase.run.artefacts import VersionRecord, fold_versions, read_jsonl_models
+from showcase.run.artefacts import RunLayout, VersionRecord, fold_versions, read_jsonl_models
 from showcase.io import append_jsonl, terminate_torn_line, write_bytes_atomic
+from showcase.run.page_reader import PageReader, raise_priority
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir_fd, read_file_at, read_regular
 
 log = logging.getLogger(__name__)
@@ -44,8 +47,11 @@ MAX_ERROR_CHARS = 300
 # burst it waits until the file has been quiet this long, but never longer than CHECK_DEFER_MAX_S.
 CHECK_QUIET_S = 0.25
 CHECK_DEFER_MAX_S = 3.0
+SPOOL_PREFIX = ".reads-"  # versions/.reads-XXXX/: what the reader process read, until it is kept
+READER_START_S = 30.0
+MAX_MESSAGE_BYTES = 4096
 
-LoadCheck = Callable[[bytes], tuple[bool, list[str]]]
+LoadCheck = Callable[..., tuple[bool, list[str]]]  # (html bytes[, picture path]) -> (loaded, error lines)
 # (file name, reason) of an entry the watcher would not read: "a link", "a FIFO", "larger than 16 MiB"
 OnRefused = Callable[[str, str], None]
 
@@ -102,16 +108,6 @@ def recover_versions(run_dir: Path | str, start_epoch: float | None = None) -> l
     return added
 
 
-def _raise_thread_priority(nice: int = -10) -> None:
-    """Let this thread run before ordinary work: an in-place write overwrites the previous
-    version, so a watcher that waits for the CPU behind a busy agent or browser loses versions.
-    Needs CAP_SYS_NICE (root has it); without it the thread keeps the normal priority."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-    except (PermissionError, OSError) as exc:
-        log.debug("watcher: could not raise thread priority: %s", exc)
-
-
 @dataclass(eq=False)
 class _Read:
     """Bytes read from the page file, waiting to be kept."""
@@ -122,6 +118,7 @@ class _Read:
     done: threading.Event = field(default_factory=threading.Event)
     record: VersionRecord | None = None
     error: Exception | None = None
+    spool_path: Path | None = None  # the reader's copy, removed once the version is kept
 
 
 class Watcher:
@@ -130,6 +127,8 @@ class Watcher:
     clock: seconds since the run's start (default: since this object was made).
     last_request_id: the id of the gate's latest request, recorded with each version.
     load_check: html bytes -> (loaded_without_errors, error lines); run in a background thread.
+    pictures: load_check also gets the path to write the version's screenshot to
+    (RunLayout.version_picture), and the load_checked line names the file if it was written.
     quiet_read_s: a write with no close (a writer that keeps the file open) is read after this
     long without further writes.
     page_cap: a file larger than this is refused, never copied.
@@ -151,6 +150,7 @@ class Watcher:
         page_cap: int = DEFAULT_PAGE_CAP,
         on_refused: OnRefused | None = None,
         check_workers: int = 1,
+        pictures: bool = False,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.run_dir = Path(run_dir)
@@ -162,6 +162,7 @@ class Watcher:
         self._clock = clock or (lambda: time.monotonic() - started)
         self._last_request_id = last_request_id or (lambda: None)
         self._load_check = load_check
+        self._pictures = pictures
         self._quiet_read_s = quiet_read_s
         self._page_cap = page_cap
         self._on_refused = on_refused
@@ -175,9 +176,12 @@ class Watcher:
         self._current_sha: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._inotify: INotify | None = None
         self._work_fd: int | None = None
-        self._pending_events: deque = deque()
+        # The reading happens in a process of its own (no lock shared with this process's busy
+        # threads delays it); in a thread here only if that process cannot start.
+        self._proc: subprocess.Popen | None = None
+        self._spool: Path | None = None
+        self._reader_stop: threading.Event | None = None
         self._checks: queue.Queue[int | None] = queue.Queue()
         # Reading must be quick (the next write may come 50 ms later); storing fsyncs and may
         # take longer on a busy disk, so it happens in its own thread, in the order read.
@@ -211,9 +215,8 @@ class Watcher:
         self.versions_dir.mkdir(parents=True, exist_ok=True)
         # One handle on the folder for every read: a read 50 ms after the last must be quick.
         self._work_fd = open_dir_fd(self.work_dir)
-        self._inotify = INotify()
-        mask = F.CLOSE_WRITE | F.MOVED_TO | F.MODIFY | F.CREATE | F.DELETE_SELF | F.MOVE_SELF
-        self._inotify.add_watch(self.work_dir, mask)
+        self._take_leftover_reads()
+        self._start_reader()
         self._storer = threading.Thread(target=self._store_loop, name="showcase-version-store", daemon=True)
         self._storer.start()
         # Events start now; a file already there (a restart) is taken as it is.
@@ -227,8 +230,6 @@ class Watcher:
                 checker = threading.Thread(target=self._check_loop, name=f"showcase-load-check-{i}", daemon=True)
                 checker.start()
                 self._checkers.append(checker)
-        self._thread = threading.Thread(target=self._watch_loop, name="showcase-watcher", daemon=True)
-        self._thread.start()
         return self
 
     def snapshot_now(self) -> VersionRecord | None:
@@ -267,8 +268,7 @@ class Watcher:
         """
         deadline = time.monotonic() + timeout_s
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(max(0.0, min(5.0, deadline - time.monotonic())))
+        self._stop_reader(max(0.0, min(10.0, deadline - time.monotonic())))
         if final_snapshot:
             try:
                 self.snapshot_now()
@@ -283,9 +283,9 @@ class Watcher:
                 self._checks.put(None)
             for checker in self._checkers:
                 checker.join(max(0.0, min(1.0, deadline - time.monotonic())))
-        if self._inotify is not None:
-            self._inotify.close()
-            self._inotify = None
+        if self._spool is not None and (self._thread is None or not self._thread.is_alive()):
+            if not any(self._spool.glob("*.read")):  # a read not kept stays for the next start
+                shutil.rmtree(self._spool, ignore_errors=True)
         if self._work_fd is not None and (self._thread is None or not self._thread.is_alive()):
             # Closed only once no read can use it: a reused fd number would be another folder.
             fd, self._work_fd = self._work_fd, None
@@ -322,76 +322,96 @@ class Watcher:
             except Exception as exc:
                 log.error("watcher: could not record a refused entry: %s", exc)
 
-    def _next_events(self, timeout_ms: int) -> list:
-        if self._pending_events:
-            events = list(self._pending_events)
-            self._pending_events.clear()
-            return events
-        assert self._inotify is not None
-        return self._inotify.read(timeout=timeout_ms)
-
-    def _watch_loop(self) -> None:
-        _raise_thread_priority()
-        self._modified_at: float | None = None  # a write seen with no close yet
-        while not self._stop.is_set():
-            try:
-                self._watch_once()
-            except Exception as exc:  # one entry's fault is that entry's: the watch goes on
-                if self._stop.is_set():
-                    return
-                log.error("watcher: %s: %s", type(exc).__name__, exc)
-                time.sleep(0.1)
-
-    def _watch_once(self) -> None:
-        modified_at = self._modified_at
+    def _start_reader(self) -> None:
+        """Read the page file from a process of its own; in this one only if that cannot start."""
+        spool = Path(tempfile.mkdtemp(prefix=SPOOL_PREFIX, dir=self.versions_dir))
+        command = [sys.executable, "-m", "showcase.run.page_reader", str(self.work_dir), self.file_name, str(spool),
+                   str(self._page_cap), str(self._quiet_read_s)]
         try:
-            events = self._next_events(100)
-        except OSError as exc:  # the inotify fd closed under us at stop
-            if not self._stop.is_set():
-                log.error("watcher: inotify read failed: %s", exc)
-                time.sleep(0.1)
-            return
-        read_now = False
-        for event in events:
-            if event.mask & F.Q_OVERFLOW:
-                read_now = True  # the kernel dropped events: look at the file itself
-                continue
-            if event.name != self.file_name:
-                continue
-            if event.mask & (F.CLOSE_WRITE | F.MOVED_TO):
-                read_now, modified_at = True, None
-            elif event.mask & (F.MODIFY | F.CREATE):
-                read_now, modified_at = False, time.monotonic()
-        self._modified_at = modified_at
-        if read_now:
-            self._read_clean()
-        elif modified_at is not None and time.monotonic() - modified_at >= self._quiet_read_s:
-            self._modified_at = None
-            self._read_clean()
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+            ready = _read_line(proc.stdout, READER_START_S)
+            if ready != {"ready": True}:
+                raise OSError(f"the page reader did not start (said {ready!r})")
+        except (OSError, ValueError) as exc:
+            log.warning("watcher: reading in this process instead: %s", exc)
+            if "proc" in locals():
+                _end_process(proc)
+            shutil.rmtree(spool, ignore_errors=True)
+            self._reader_stop = threading.Event()
+            reader = PageReader(self.work_dir, self.file_name, self._page_cap, self._quiet_read_s)
+            self._thread = threading.Thread(target=self._read_here, args=(reader,), name="showcase-watcher", daemon=True)
+        else:
+            self._proc, self._spool = proc, spool
+            self._thread = threading.Thread(target=self._take_reads, name="showcase-watcher", daemon=True)
+        self._thread.start()
 
-    def _read_clean(self) -> None:
-        """Read the file and keep it, unless a new write began while we read (a torn read).
+    def _read_here(self, reader: "PageReader") -> None:
+        raise_priority(threading.get_native_id())
+        assert self._reader_stop is not None
+        reader.run(self._reader_stop.is_set, lambda data, began_ns: self._enqueue(data, began_ns / 1e9), self._told)
 
-        Events that arrived meanwhile are checked, then handed back to the loop. A write that
-        started during the read ends in its own close event, which reads the next version.
-        """
-        data = self._read()
-        assert self._inotify is not None
-        later = self._inotify.read(timeout=0)
-        self._pending_events.extend(later)
-        if any(e.name == self.file_name and e.mask & F.MODIFY for e in later):
+    def _take_reads(self) -> None:
+        """Keep, in order, what the reader process read; until it ends (stop closes its input)."""
+        assert self._proc is not None and self._proc.stdout is not None and self._spool is not None
+        for line in self._proc.stdout:
+            try:
+                message = json.loads(line)
+                if "read" in message:
+                    path = self._spool / message["read"]
+                    self._enqueue(path.read_bytes(), message["mono_ns"] / 1e9, spool_path=path)
+                else:
+                    self._told(message)
+            except Exception as exc:  # one read's fault is that read's: the rest still count
+                log.error("watcher: could not take a read: %s: %s", type(exc).__name__, exc)
+        if not self._stop.is_set():
+            log.error("watcher: the page reader ended before the run did (exit %s); reading here", self._proc.poll())
+            self._reader_stop = threading.Event()
+            if self._stop.is_set():
+                return
+            self._read_here(PageReader(self.work_dir, self.file_name, self._page_cap, self._quiet_read_s))
+
+    def _told(self, message: dict) -> None:
+        if "refused" in message:
+            self._refuse(*message["refused"])
+        elif "torn" in message:
             self.skipped_torn_reads += 1
-            return
-        if data is not None:
-            self._enqueue(data)
+
+    def _take_leftover_reads(self) -> None:
+        """Reads a killed watcher's reader spooled but no one kept: kept now, in the order read."""
+        spools = sorted(self.versions_dir.glob(SPOOL_PREFIX + "*"))
+        for path in sorted((p for d in spools for p in d.glob("*.read")), key=lambda p: p.name):
+            mono = int(path.stem) / 1e9
+            self._keep(_Read(data=path.read_bytes(), t_s=round(max(0.0, self._clock() - (time.monotonic() - mono)), 3),
+                             last_request_id=None))
+            path.unlink()
+        for spool in spools:
+            shutil.rmtree(spool, ignore_errors=True)
+
+    def _stop_reader(self, timeout_s: float) -> None:
+        """The reader reads what is pending, then ends; its spool goes once every read is kept."""
+        if self._reader_stop is not None:
+            self._reader_stop.set()
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()  # its end of input: read what is queued, then end
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(max(0.1, timeout_s))
+        if self._proc is not None:
+            _end_process(self._proc)
 
     def _as_read(self, data: bytes) -> "_Read":
         # Time and request id as of the read, not as of the (possibly later) store.
         return _Read(data=data, t_s=round(self._clock(), 3), last_request_id=self._last_request_id())
 
-    def _enqueue(self, data: bytes) -> "_Read":
-        self._last_read = time.monotonic()
-        item = self._as_read(data)
+    def _enqueue(self, data: bytes, read_at: float | None = None, spool_path: Path | None = None) -> "_Read":
+        """Queue bytes to keep; read_at: time.monotonic() when they were read (default: now)."""
+        now = time.monotonic()
+        read_at = now if read_at is None else min(read_at, now)
+        self._last_read = read_at
+        item = _Read(data=data, t_s=round(max(0.0, self._clock() - (now - read_at)), 3),
+                     last_request_id=self._last_request_id(), spool_path=spool_path)
         self._stores.put(item)
         return item
 
@@ -410,6 +430,8 @@ class Watcher:
     def _keep(self, item: "_Read") -> VersionRecord:
         """Store new bytes as the next version (file first, then its line); note rewrites."""
         record = self._keep_locked(item.data, item.t_s, item.last_request_id)
+        if item.spool_path is not None:
+            item.spool_path.unlink(missing_ok=True)
         item.record = record
         item.done.set()
         return record
@@ -463,9 +485,10 @@ class Watcher:
         with self._lock:
             record = self._records[n]
         data = (self.versions_dir / record.file).read_bytes()
+        picture = RunLayout(self.run_dir).version_picture(n) if self._pictures else None
         loaded: bool | None
         try:
-            loaded, errors = self._load_check(data)
+            loaded, errors = self._load_check(data, picture) if picture is not None else self._load_check(data)
             loaded = bool(loaded)
             errors = [str(e).splitlines()[0][:MAX_ERROR_CHARS] if str(e) else "" for e in errors][:MAX_ERROR_LINES]
             failure = None
@@ -474,7 +497,30 @@ class Watcher:
             loaded, errors, failure = None, [], f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         with self._lock:
             record = self._records[n].model_copy(
-                update={"loaded_without_errors": loaded, "load_errors": errors, "check_failure": failure}
+                update={"loaded_without_errors": loaded, "load_errors": errors, "check_failure": failure,
+                        "picture": picture.relative_to(self.run_dir).as_posix() if picture and picture.is_file() else None}
             )
             self._records[n] = record
             append_jsonl(self.log_path, record.model_copy(update={"event": "load_checked"}))
+
+
+def _read_line(stream, timeout_s: float) -> dict | None:
+    """The next line of a reader's output as JSON, waiting at most timeout_s for it."""
+    if not select.select([stream], [], [], timeout_s)[0]:
+        return None
+    line = stream.readline(MAX_MESSAGE_BYTES)
+    return json.loads(line) if line else None
+
+
+def _end_process(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    for stream in (proc.stdin, proc.stdout):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass

@@ -78,6 +78,9 @@ class SandboxSpec(BaseModel):
     relay_ready_s: float = Field(30, gt=0, description="how long start() waits for the relay to answer")
     chown_workdir: bool = Field(True, description="give /work's host folder to the sandbox user (when run as root)")
     labels: dict[str, str] = Field(default_factory=dict, description="extra labels on the container")
+    sweep_label: str = Field(RUN_LABEL, description="the leftover sweep that may remove this sandbox (and the disk "
+                             "space the backend made for it) once its owner is gone: `remove_leftovers(label)`; "
+                             "labels should name the run's folder under this key")
     name: str | None = Field(None, description="container name (default: showcase-<random>)")
 
     @field_validator("memory", "tmpfs_tmp", "tmpfs_home")
@@ -262,12 +265,30 @@ class Sandbox(ABC):
     def leak_audit(self) -> list[str]:
         """What of this sandbox is still left (containers, processes, threads); empty = clean."""
 
-    @classmethod
-    def remove_leftovers(cls) -> list[str]:
-        """Remove what dead runs left (sandboxes labelled RUN_LABEL whose owner is gone); what was removed.
+    @abstractmethod
+    def processes(self) -> list[int]:
+        """Host pids of every process in the sandbox now (the foreign-CPU monitor leaves them out);
+        empty when it is not running."""
 
-        Never a sandbox without RUN_LABEL, never one whose owner still runs.
+    @abstractmethod
+    def host_pid(self) -> int | None:
+        """Host pid of the sandbox's first process: its network namespace is the sandbox's
+        (run/egress.py watches it there). None when it is not running or has none on this host."""
+
+    @classmethod
+    def remove_leftovers(cls, label: str = RUN_LABEL) -> list[str]:
+        """Remove what dead runs left (sandboxes labelled `label` whose owner is gone); what was removed.
+
+        Never a sandbox without that label, never one whose owner still runs. Every run sweeps
+        with RUN_LABEL; the conformance suite sweeps a label of its own, so that no other
+        process's sweep takes its dead run first.
         """
+        return []
+
+    @classmethod
+    def remove_run(cls, run_dir: Path) -> list[str]:
+        """Remove every sandbox of the run in run_dir (RUN_LABEL names it), owner alive or not: for
+        `showcase finalize` of an interrupted run, whose owner it has found gone. What was removed."""
         return []
 
     def __enter__(self) -> "Sandbox":

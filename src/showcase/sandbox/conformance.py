@@ -512,12 +512,31 @@ def _short_spec(run: Conformance, work: Path, **labels) -> SandboxSpec:
                                        "labels": {**run.spec.labels, **labels}})
 
 
-def _beating(work: Path, for_s: float = 2.0) -> bool:
-    """Does /work/beat (rewritten every 0.2 s by a live sandbox) still change?"""
+def _beating(work: Path, within_s: float = 2.0) -> bool:
+    """Does /work/beat (rewritten every 0.2 s by a live sandbox) change within `within_s`?
+
+    Returns at the first change: a long bound makes "it still writes" hold on a busy machine at no
+    cost, while "it writes no more" always waits the whole bound."""
     beat = work / "beat"
-    first = beat.stat().st_mtime_ns if beat.exists() else None
-    time.sleep(for_s)
-    return beat.exists() and beat.stat().st_mtime_ns != first
+
+    def stamp():
+        try:
+            return beat.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    first = stamp()
+    deadline = time.monotonic() + within_s
+    while True:
+        now = stamp()
+        if now is not None and now != first:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+BEATING_S = 15  # bound of a "still writes" look: a live sandbox beats every 0.2 s, a starved one may stall
 
 
 def check_deadline(run: Conformance) -> tuple[bool, str]:
@@ -529,7 +548,7 @@ def check_deadline(run: Conformance) -> tuple[bool, str]:
     try:
         sandbox.start_process(["sh", "-c", _BEAT], log_path=run.tmp / "beat.log")
         sandbox.exec(["sh", "-c", f"setsid sh -c '{_BEAT.replace('beat', 'beat2')}' >/dev/null 2>&1 &"], timeout_s=30)
-        beating_before = _beating(work)
+        beating_before = _beating(work, BEATING_S)
         # From here on the host does nothing to it: only looks.
         info = sandbox.wait(LIFETIME_S + LIFETIME_GRACE_S)
         ended_s = time.monotonic() - started
@@ -555,47 +574,94 @@ time.sleep(3600)
 
 
 def check_leftover_cleanup(run: Conformance) -> tuple[bool, str]:
-    """The sweep removes the sandbox (and mounted space) of a killed owner, never a live one's."""
-    dead_work, live_work = run.tmp / "dead" / "work", run.tmp / "live" / "work"
-    dead_spec = _short_spec(run, dead_work, **{RUN_LABEL: str(dead_work.parent)}).model_copy(update={"lifetime_s": 600})
-    live_spec = _short_spec(run, live_work, **{RUN_LABEL: str(live_work.parent)}).model_copy(update={"lifetime_s": 600})
+    """The sweep removes the sandbox (and mounted space) of a killed owner, never a live one's;
+    remove_run removes a named run's sandbox even while its owner lives.
+
+    Every run on the machine sweeps at its start, and any sweep may take a dead owner's sandbox:
+    the sandboxes here are for a sweep label of their own (SandboxSpec.sweep_label), so that only
+    this check's sweep sees them and what it reports is what it did.
+    """
+    label = f"{RUN_LABEL}.conformance-{os.getpid()}-{time.monotonic_ns()}"
+    base = run.tmp / "leftover"
+    dead_work, live_work = base / "dead" / "work", base / "live" / "work"
+    dead_spec = _short_spec(run, dead_work, **{label: str(dead_work.parent)}).model_copy(
+        update={"lifetime_s": 600, "sweep_label": label})
+    live_spec = _short_spec(run, live_work, **{label: str(live_work.parent), RUN_LABEL: str(live_work.parent)}
+                            ).model_copy(update={"lifetime_s": 600, "sweep_label": label})
     # The dead run's owner is a real process, killed with SIGKILL as a crashed showcase would be.
     owner = subprocess.Popen([sys.executable, "-c", _DEAD_OWNER, run.backend, _BEAT], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     live = get_backend(run.backend)()
+    removed: list[str] = []
     try:
         owner.stdin.write(dead_spec.model_dump_json())
         owner.stdin.close()
         line = owner.stdout.readline()
         if line.strip() != "started":
             return False, f"the owner process did not start its sandbox: {owner.stderr.read()[-300:]}"
+        # The live run first: from the owner's kill to the sweep, as little time as can be.
+        live.start(live_spec)
+        live.start_process(["sh", "-c", _BEAT], log_path=base / "live-beat.log")
+        dead_space = RunSpace(dead_work.parent)
         os.killpg(owner.pid, signal.SIGKILL)
         owner.wait(30)
-        live.start(live_spec)
-        live.start_process(["sh", "-c", _BEAT], log_path=run.tmp / "live-beat.log")
-        dead_space = RunSpace(dead_work.parent)
-        dead_beating = _beating(dead_work)
-        removed = type(live).remove_leftovers()
-        unmounted = sweep_mounts()
+        dead_beating = _beating(dead_work, BEATING_S)
+        removed = type(live).remove_leftovers(label)
+        unmounted = sweep_mounts(under=[base], label=label)
         dead_after = _beating(dead_space.mnt / "work") if is_mounted(dead_space.mnt) else _beating(dead_work)
-        live_after = _beating(live_work) and live.exit_info().how == "running"
+        live_after = _beating(live_work, BEATING_S) and live.exit_info().how == "running"
         dead_mount_gone = not is_mounted(dead_space.mnt) and not is_mounted(dead_work)
         report = dead_space.close()  # what the dead run wrote is still there to keep
         kept = (dead_work / "beat").is_file()
+        # finalize's hook: the named run's sandbox goes, its owner alive or not.
+        taken = type(live).remove_run(live_work.parent)
+        live_gone = not _beating(live_work)
     finally:
         if owner.poll() is None:
             os.killpg(owner.pid, signal.SIGKILL)
         live.kill()
         live.remove()
-        type(live).remove_leftovers()
-        sweep_mounts()
+        type(live).remove_leftovers(label)
+        sweep_mounts(under=[base], label=label)
         RunSpace(dead_work.parent).close()
     ours = [line for line in removed if str(dead_work.parent) in line]
     wrong = [line for line in removed if str(live_work.parent) in line]
-    ok = dead_beating and not dead_after and live_after and dead_mount_gone and kept and len(ours) == 1 and not wrong
+    ok = (dead_beating and not dead_after and live_after and dead_mount_gone and kept and len(ours) == 1 and not wrong
+          and len(taken) == 1 and live_gone)
     return ok, (f"owner killed -9; dead run's sandbox wrote before the sweep: {dead_beating}, after: {dead_after}; "
                 f"sweep: {removed + unmounted or 'nothing'}; its space unmounted: {dead_mount_gone}, its files kept: "
-                f"{kept} ({report.copied_files} files); a live run's sandbox still runs and writes: {live_after}")
+                f"{kept} ({report.copied_files} files); a live run's sandbox still runs and writes: {live_after}; "
+                f"remove_run of the live run: {taken or 'nothing'}, it writes no more: {live_gone}")
+
+
+def check_processes(run: Conformance) -> tuple[bool, str]:
+    """processes() names the sandbox's processes as the host sees them; host_pid() is in a network
+    namespace of its own (the egress watch enters it there)."""
+    run.sandbox.exec(["sh", "-c", "setsid sleep 1004 >/dev/null 2>&1 &"], timeout_s=30)
+    found, pids = False, []
+    deadline = time.monotonic() + 15
+    while not found and time.monotonic() < deadline:
+        pids = run.sandbox.processes()
+        found = any(_cmdline(pid) == ["sleep", "1004"] for pid in pids)
+        time.sleep(0 if found else 0.2)
+    pid = run.sandbox.host_pid()
+    try:
+        own_net = pid is not None and os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    except OSError as exc:
+        own_net = False
+        pid = f"{pid} (unreadable: {exc.strerror})"
+    run.sandbox.exec(["sh", "-c", "pkill -f '^sleep 1004$'; true"], timeout_s=30)
+    ok = found and isinstance(pid, int) and pid in pids and own_net
+    return ok, (f"processes(): {len(pids)} pids, the sleeper started inside among them: {found}; host_pid(): {pid}, "
+                f"among them: {pid in pids}, in a network namespace not the host's: {own_net}")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read(4096).decode(errors="replace").rstrip("\0").split("\0")
+    except OSError:
+        return []
 
 
 def check_exec_timeout(run: Conformance) -> tuple[bool, str]:
@@ -637,13 +703,15 @@ CHECKS = [
     Check("no_docker_socket", "no engine socket inside", check_no_docker_socket),
     Check("non_root_no_caps", "non-root, no capabilities, no new privileges", check_non_root_no_caps),
     Check("read_only_root", "root file system read-only; /work, /tmp, home writable", check_read_only_root),
+    Check("processes", "the host sees the sandbox's processes and its network namespace", check_processes),
     Check("exec_timeout", "an exec timeout kills the command's whole group", check_exec_timeout),
     Check("memory_hog", "a memory hog is OOM-killed and labelled; the run survives", check_memory_hog),
     Check("fork_bomb", "a fork bomb stops at the pids limit", check_fork_bomb),
     Check("disk_fill", "filling the writable disks is bounded", check_disk_fill),
     Check("disk_cap", "/work stops at the disk cap with ENOSPC; the host's disk gives no more", check_disk_cap),
     Check("deadline", "a sandbox ends itself at its lifetime, with the host doing nothing", check_deadline),
-    Check("leftover_cleanup", "the sweep removes a dead owner's sandbox and space, not a live one's", check_leftover_cleanup),
+    Check("leftover_cleanup", "the sweep removes a dead owner's sandbox and space, not a live one's; remove_run a named run's",
+          check_leftover_cleanup),
     Check("kill_leaves_nothing", "after kill nothing of the run is left", check_kill_leaves_nothing),
 ]
 CHECK_NAMES = [c.name for c in CHECKS]

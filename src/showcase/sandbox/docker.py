@@ -181,7 +181,7 @@ class DockerSandbox(Sandbox):
         if len(parents) != 1:
             raise UserError("a disk cap needs /work's folder and every read-write mount side by side in one folder")
         self.space = run_space.RunSpace(parents.pop(), [f.resolve().name for f in folders])
-        self.space_timings = self.space.open(cap, spec.uid, spec.gid)
+        self.space_timings = self.space.open(cap, spec.uid, spec.gid, sweep_label=spec.sweep_label)
 
     def _close_space(self) -> run_space.CloseReport | None:
         space, self.space = self.space, None
@@ -515,35 +515,69 @@ class DockerSandbox(Sandbox):
             if report is not None:
                 self.space_report = report
 
+    def processes(self) -> list[int]:
+        if self.container is None:
+            return []
+        try:
+            top = self.container.top(ps_args="-eo pid")
+            return [int(row[0]) for row in top.get("Processes") or []]
+        except (docker.errors.DockerException, ValueError, IndexError, TypeError):
+            return []
+
+    def host_pid(self) -> int | None:
+        if self.container_id is None:
+            return None
+        try:
+            return int(self.client.api.inspect_container(self.container_id)["State"]["Pid"]) or None
+        except (docker.errors.DockerException, KeyError, ValueError, TypeError):
+            return None
+
     @classmethod
-    def remove_leftovers(cls) -> list[str]:
-        """Containers labelled RUN_LABEL whose owner process is gone (or, unowned, past their deadline)."""
+    def remove_run(cls, run_dir: Path) -> list[str]:
+        return cls._remove_where(f"{RUN_LABEL}={Path(run_dir).resolve()}", lambda labels: True,
+                                 "removed the run's leftover container {name}")
+
+    @staticmethod
+    def _remove_where(label_filter: str, take, text: str) -> list[str]:
+        """Remove the containers matching label_filter for which take(labels) holds; what was done.
+
+        One listing call, no inspect per container: a container that goes meanwhile (another
+        process's sweep, a run ending) must not turn the whole sweep into nothing."""
         try:
             client = docker.from_env(timeout=30)
-            found = client.containers.list(all=True, filters={"label": RUN_LABEL})
+            found = client.api.containers(all=True, filters={"label": label_filter})
         except docker.errors.DockerException:
             return []
-        removed = []
+        done = []
         for c in found:
-            labels = c.labels or {}
-            owner = run_space.Owner.from_label(labels.get(OWNER_LABEL, ""))
-            try:
-                deadline = float(labels[DEADLINE_LABEL])
-            except (KeyError, ValueError):
-                deadline = None
-            if owner is not None:
-                dead = not owner.alive()
-            else:
-                dead = deadline is not None and time.time() > deadline
-            if not dead:
+            labels = c.get("Labels") or {}
+            name = (c.get("Names") or [c["Id"][:12]])[0].lstrip("/")
+            if not take(labels):
                 continue
             try:
-                c.remove(force=True)
-                removed.append(f"removed the leftover container {c.name} of a dead run in {labels[RUN_LABEL]}")
+                client.api.remove_container(c["Id"], v=True, force=True)
+                done.append(text.format(name=name, **{"run": labels.get(label_filter.split("=")[0], "")}))
+            except docker.errors.NotFound:
+                pass  # gone already: someone else's sweep took it
             except docker.errors.APIError as exc:
-                if "already in progress" not in str(exc) and not isinstance(exc, docker.errors.NotFound):
-                    removed.append(f"could not remove the leftover container {c.name}: {exc.explanation or exc}")
-        return removed
+                if "already in progress" not in str(exc):
+                    done.append(f"could not remove the leftover container {name}: {exc.explanation or exc}")
+        return done
+
+    @classmethod
+    def remove_leftovers(cls, label: str = RUN_LABEL) -> list[str]:
+        """Containers labelled `label` whose owner process is gone (or, unowned, past their deadline)."""
+
+        def dead(labels: dict) -> bool:
+            owner = run_space.Owner.from_label(labels.get(OWNER_LABEL, ""))
+            if owner is not None:
+                return not owner.alive()
+            try:
+                return time.time() > float(labels[DEADLINE_LABEL])
+            except (KeyError, ValueError):
+                return False
+
+        return cls._remove_where(label, dead, "removed the leftover container {name} of a dead run in {run}")
 
     def leak_audit(self) -> list[str]:
         leaks = []

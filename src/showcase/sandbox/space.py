@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from showcase.errors import InfraError, UserError
 from showcase.io import write_json_atomic
+from showcase.sandbox.base import RUN_LABEL
 
 SPACE_DIR = ".space"
 IMAGE_NAME = "space.img"
@@ -108,6 +109,8 @@ class SpaceState(BaseModel):
     folders: list[str] = Field(description="names of the covered folders (siblings of .space/)")
     owner: Owner
     created_at: float
+    sweep_label: str = Field(RUN_LABEL, description="the sweep that may unmount it once its owner is gone "
+                             "(the label of its sandbox's sweep; see SandboxSpec.sweep_label)")
 
 
 class CloseReport(BaseModel):
@@ -198,7 +201,7 @@ class RunSpace:
 
     # --- open ----------------------------------------------------------------------------------------
 
-    def open(self, cap_bytes: int, uid: int, gid: int) -> dict[str, float]:
+    def open(self, cap_bytes: int, uid: int, gid: int, sweep_label: str = RUN_LABEL) -> dict[str, float]:
         """Make, format and mount the image; bind its sub-folders over the covered folders.
 
         Returns the seconds each step took (create, mkfs, mount). On any failure nothing stays mounted.
@@ -215,7 +218,8 @@ class RunSpace:
         self.mnt.mkdir(parents=True)
         self.dir.chmod(0o700)  # the image and its mount are the host's business only
         write_json_atomic(self.state_path, SpaceState(cap_bytes=cap_bytes, folders=self.folders,
-                                                       owner=Owner.me(), created_at=time.time()))
+                                                       owner=Owner.me(), created_at=time.time(),
+                                                       sweep_label=sweep_label))
         with open(self.image, "xb") as f:
             f.truncate(cap_bytes)  # sparse: costs the host nothing until written
         timings["create_s"] = time.monotonic() - started
@@ -438,23 +442,28 @@ def _copy_file(source: Path, dest: Path, budget: int) -> int:
         os.close(fd)
 
 
-def sweep_mounts(under: list[Path] | None = None) -> list[str]:
+def sweep_mounts(under: list[Path] | None = None, label: str = RUN_LABEL) -> list[str]:
     """Unmount the spaces whose owner is gone (the image stays: close() copies it out later).
 
     Only mounts named <folder>/.space/mnt with a space.json beside them are considered; a space
-    whose owner still runs, or whose space.json cannot be read, is left alone.
+    whose owner still runs, or whose space.json cannot be read, is left alone. under: only the
+    spaces of folders inside these (None: every one on the machine). label: only the spaces
+    opened for that sweep (SpaceState.sweep_label).
     """
+    roots = [Path(root).resolve() for root in under] if under is not None else None
     done = []
     for point in sorted(mount_points()):
         path = Path(point)
         if path.name != "mnt" or path.parent.name != SPACE_DIR:
+            continue
+        if roots is not None and not any(path.is_relative_to(root) for root in roots):
             continue
         space = RunSpace(path.parent.parent)
         try:
             state = space.state()
         except (OSError, ValueError):
             continue
-        if state.owner.alive():
+        if state.sweep_label != label or state.owner.alive():
             continue
         space.unmount()
         done.append(f"unmounted the space of a dead run in {space.parent}")
