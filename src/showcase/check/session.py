@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 from playwright.async_api import Browser, CDPSession
 from playwright.async_api import Error as PlaywrightError
 
-from showcase.browser.bounded import answers, capture_screenshot, terminate_scripts
+from showcase.browser.bounded import answers, next_frame_png, terminate_scripts
 from showcase.browser.cdn import OfflineCdn
 from showcase.browser.page import PAGE_URL, PageSession, first_line, open_page
 from showcase.errors import InfraError
@@ -223,8 +223,8 @@ class BoundedPage:
                 raise r
 
     async def screenshot(self, timeout_s: float) -> bytes:
-        """PNG of the viewport through CDP (optimizeForSpeed: several times faster than page.screenshot)."""
-        return await self.call("screenshot", lambda: capture_screenshot(self.cdp, "png"), timeout_s)
+        """PNG of the next frame the page presents (a screencast frame: see next_frame_png)."""
+        return await self.call("screenshot", lambda: next_frame_png(self.cdp), timeout_s)
 
     async def goto(self, timeout_s: float) -> str | None:
         """Navigate; None when the load event came, else why not (the page's fault)."""
