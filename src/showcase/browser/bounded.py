@@ -68,9 +68,11 @@ async def next_frame_png(cdp: CDPSession) -> bytes:
     """The next frame the compositor presents, as PNG, through CDP's screencast; unbounded: the
     caller bounds it.
 
-    Starting a screencast makes the browser draw a fresh frame of the page and hand it over as it
-    is presented. Page.captureScreenshot waits for a frame of its own on top of the page's: on
-    software GL at 1-2 fps that cost 4-5 of the page's frames here, a screencast's 1-2.
+    Starting a screencast makes the compositor draw a frame of what the page has committed and
+    hand it over as it is presented; it does not wait for the page's main thread (a frozen page
+    still shows its last frame). Page.captureScreenshot waits for a main-thread frame of its own
+    on top of the page's: on software GL at 1-2 fps that cost 4-5 of the page's frames here, a
+    screencast frame 1-2.
     """
     done: asyncio.Future = asyncio.get_running_loop().create_future()
 

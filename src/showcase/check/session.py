@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 from playwright.async_api import Browser, CDPSession
 from playwright.async_api import Error as PlaywrightError
 
-from showcase.browser.bounded import answers, next_frame_png, terminate_scripts
+from showcase.browser.bounded import answers, capture_screenshot, next_frame_png, terminate_scripts
 from showcase.browser.cdn import OfflineCdn
 from showcase.browser.page import PAGE_URL, PageSession, first_line, open_page
 from showcase.errors import InfraError
@@ -222,8 +222,15 @@ class BoundedPage:
             if isinstance(r, BaseException):
                 raise r
 
-    async def screenshot(self, timeout_s: float) -> bytes:
-        """PNG of the next frame the page presents (a screencast frame: see next_frame_png)."""
+    async def screenshot(self, timeout_s: float, *, main_frame: bool = False) -> bytes:
+        """PNG of the next frame the compositor presents (a screencast frame: see next_frame_png).
+
+        main_frame: through Page.captureScreenshot instead, which waits for a frame of the page's
+        main thread: a page frozen since its last frame gets no picture (how the quick load check
+        finds a freeze after its settle; the compositor alone would still present the last frame).
+        """
+        if main_frame:
+            return await self.call("screenshot", lambda: capture_screenshot(self.cdp, "png"), timeout_s)
         return await self.call("screenshot", lambda: next_frame_png(self.cdp), timeout_s)
 
     async def goto(self, timeout_s: float) -> str | None:
