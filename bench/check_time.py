@@ -91,6 +91,7 @@ def main() -> None:
         "light (2,000 cubes)": page("Light Bench", 2000, SEPARATE),
         "heavy (50,000 instanced cubes)": page("Heavy Bench", 50000, INSTANCED),
     }
+    print(f"load average at the start: {_loadavg()}")
     floors = [asyncio.run(floor()) for _ in range(args.runs)]
     floor_s = statistics.median(floors)
     print(f"floor (launch + page + 14 s + close): median {floor_s:.1f} s; runs: {', '.join(f'{w:.1f}' for w in floors)}")
@@ -105,6 +106,15 @@ def main() -> None:
         print(f"{name:32} {med:9.1f} {med / floor_s:7.2f} {med / max(r.observed_seconds, 0.1):10.2f} "
               f"{fps!s:>6} {tris!s:>10} {r.total:6.1f} {r.foreign_cpu_cores!s:>14}")
         print(f"{'':32} runs: {', '.join(f'{w:.1f}' for w in walls)}; phases of the median run: {r.phases}")
+    print(f"load average at the end: {_loadavg()}")
+
+
+def _loadavg() -> str:
+    """The machine's 1, 5 and 15 minute load averages: the figures above are only read with them."""
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":

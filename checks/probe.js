@@ -1,4 +1,4 @@
-// The in-page probe of the browser check (rubric in checks/rubric.toml, version 2.0).
+// The in-page probe of the browser check (rubric in checks/rubric.toml).
 // Injected by the checker before any page script runs. Nothing of it is reachable from the page:
 // its state lives in this closure, the built-ins it depends on are captured here before the page
 // can replace them, and its one handle (the `api` object) goes to the checker over CDP (a
@@ -22,6 +22,8 @@
   const debug = console.debug;
   const con = console;
   const freeze = Object.freeze;
+  const Prom = Promise;
+  const setTimer = window.setTimeout;
   const clock = () => apply(now, perf, []);
   const sc = {
     ticks: 0,             // frames of the browser's animation loop (our own requestAnimationFrame)
@@ -55,6 +57,7 @@
     }
     sc.cur = { draws: 0, parts: 0, triangles: 0 };
     apply(raf, window, [tick]);
+    sc.poll();
   };
   apply(raf, window, [tick]);
 
@@ -125,6 +128,7 @@
     return (d * 180) / Math.PI;
   };
   const dist = (a, b) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
+  const TRACE = 40;
   sc.center = [0, 0, 0];
 
   const onRender = (camera) => {
@@ -135,11 +139,28 @@
     if (camera !== sc.mainCamera) return;
     const pose = poseOf(camera.matrixWorld);
     pose.lens = lensOf(camera);
+    pose.t = clock();
     sc.lastPose = pose;
     const w = sc.win;
     if (!w) return;
     if (!w.ref) { w.ref = pose; w.scale = Math.max(dist(pose.p, sc.center), 1e-6); return; }
     w.renders += 1;
+    // Signed zoom and yaw, summed frame by frame: zoom is the move along the view axis (the mean
+    // of the two frames' view directions, so circling a point the camera looks at adds nothing and
+    // a dolly towards it counts whatever that point is), as a share of the camera's distance to the
+    // world's centre at the window's start, plus the log change of fov/zoom; yaw is the turn of the
+    // view direction about the vertical, never wrapped at 180 degrees.
+    const q = w.prev || w.ref;
+    const f = [0, 1, 2].map((i) => -(q.r[2][i] + pose.r[2][i]));
+    const fn = Math.hypot(f[0], f[1], f[2]) || 1;
+    const along = ((pose.p[0] - q.p[0]) * f[0] + (pose.p[1] - q.p[1]) * f[1] + (pose.p[2] - q.p[2]) * f[2]) / fn;
+    w.zoom += -along / w.scale + (q.lens > 0 && pose.lens > 0 ? Math.log(pose.lens / q.lens) : 0);
+    w.yaw += yawDelta(q, pose);
+    w.prev = pose;
+    // The first and the last few frames of the window (page time, zoom, yaw so far): the page's
+    // own motion right after the window opened and right before it closed.
+    const row = [pose.t / 1000, w.zoom, w.yaw];
+    if (w.head.length < TRACE) w.head.push(row); else { w.tail.push(row); if (w.tail.length > TRACE) w.tail.shift(); }
     w.maxDeg = Math.max(w.maxDeg, angleDeg(w.ref, pose));
     w.maxMove = Math.max(w.maxMove, dist(w.ref.p, pose.p) / w.scale);
     // Zoom: change of the camera's distance to the world's centre (a tour orbiting it keeps that
@@ -196,7 +217,8 @@
 
   // A measuring window: camera deviation from the pose on screen at its start, frames counted.
   sc.startWindow = () => {
-    sc.win = { ref: sc.lastPose, scale: sc.lastPose ? Math.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, ticks0: sc.ticks, t0: clock() };
+    sc.win = { ref: sc.lastPose, scale: sc.lastPose ? Math.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, ticks0: sc.ticks, t0: clock(),
+      prev: null, zoom: 0, yaw: 0, head: [], tail: [], input: null, inputAfter: 0 };
     return true;
   };
   sc.readWindow = () => {
@@ -213,11 +235,82 @@
       seconds: (clock() - w.t0) / 1000,
       // Signed change from the window's start to now: zoom (distance to the world's centre as a
       // share of it, plus the log change of fov/zoom; negative is closer) and the view's yaw.
-      signed_zoom: w.ref && sc.lastPose ? (dist(sc.lastPose.p, sc.center) - dist(w.ref.p, sc.center)) / w.scale
-        + (w.ref.lens > 0 && sc.lastPose.lens > 0 ? Math.log(sc.lastPose.lens / w.ref.lens) : 0) : 0,
-      signed_yaw: w.ref && sc.lastPose ? yawDelta(w.ref, sc.lastPose) : 0,
+      signed_zoom: w.zoom,
+      signed_yaw: w.yaw,
+      // The same from the last frame before the step's input was handled to the window's end:
+      // the response to the input, without what the page did on its own before it came.
+      input_zoom: w.input ? w.zoom - w.input[1] : null,
+      input_yaw: w.input ? w.yaw - w.input[2] : null,
+      input_t0: w.input ? w.input[0] : null,
+      head: w.ref ? [[w.ref.t / 1000, 0, 0]].concat(w.head) : [],
+      tail: w.tail.length ? w.tail.slice() : w.ref ? [[w.ref.t / 1000, 0, 0]].concat(w.head) : [],
+      // Page times (s) of the two poses the signed figures compare: rates of the page's own
+      // motion are taken over the frames actually rendered, not over our calls.
+      pose_t0: w.ref ? w.ref.t / 1000 : null,
+      pose_t1: w.ref && sc.lastPose ? sc.lastPose.t / 1000 : null,
     };
   };
+
+  // Wait in the page, not by polling it (at 1 fps every call waits for a frame): resolves at the
+  // first of our own frames (or timer) when the window has lasted minMs and shown minFrames
+  // frames in which the page drew, or has lasted minMs without any drawn frame for at least 1 s
+  // (a page that does not draw gets no extension), or has lasted maxMs. With `next` the window
+  // read is closed and the next one opened in the same moment, so control steps follow each
+  // other without a gap and without an extra call.
+  sc.waiters = [];
+  sc.poll = () => {
+    if (!sc.waiters.length) return;
+    const keep = [];
+    for (const wt of sc.waiters) { if (!wt()) keep.push(wt); }
+    sc.waiters = keep;
+  };
+  // With `fromNow`, at least one of the frames must also be drawn wholly after this call (a
+  // control step: after its input was handled).
+  sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow) => new Prom((resolve) => {
+    const w = sc.win;
+    if (!w) { resolve(null); return; }
+    const after = sc.frames + (sc.cur.draws > 0 ? 1 : 0) + (fromNow ? 1 : 0);
+    // maxMs counts from this call, not from the window's opening: the screenshot and the input
+    // that came between (seconds each on a slow page) must not use up the step's own frames.
+    const called = clock();
+    let done = false;
+    const check = () => {
+      if (done) return true;
+      const el = clock() - w.t0, f = sc.frames - w.frames0;
+      // A step with an input also waits for the input to reach the page (the acknowledgement of
+      // its dispatch can come frames before that) and for a frame drawn wholly after its last event.
+      const enough = f >= minFrames && sc.frames >= after && (!fromNow || (w.input && sc.frames >= w.inputAfter));
+      if (!((el >= minMs && (enough || (f === 0 && el >= (minMs > 1000 ? minMs : 1000)))) || clock() - called >= maxMs)) return false;
+      done = true;
+      const out = sc.readWindow();
+      if (next) { try { sc.attach(); } catch (e) { /* a broken scene only costs the camera */ } sc.startWindow(); }
+      resolve(out);
+      return true;
+    };
+    if (check()) return;
+    sc.waiters.push(check);
+    const el = clock() - w.t0;
+    for (const at of [minMs - el, (minMs > 1000 ? minMs : 1000) - el, maxMs]) if (at > 0) apply(setTimer, window, [() => { if (check()) sc.poll(); }, at + 1]);
+  });
+
+  // The moment an input reaches the page, before any of its own listeners: ours are the first on
+  // window (added before any page script), so every frame drawn until then is the page's own
+  // motion. A step's response is counted from the last frame before its first input.
+  // Every later event of the step (the moves and release of a drag) moves on the frame the step
+  // must wait for: one drawn wholly after the page handled it.
+  const seeInput = (start) => {
+    const w = sc.win;
+    if (!w) return;
+    if (start && !w.input) {
+      const p = w.prev || w.ref;
+      w.input = [p ? p.t / 1000 : clock() / 1000, w.zoom, w.yaw];
+    }
+    if (w.input) w.inputAfter = sc.frames + (sc.cur.draws > 0 ? 1 : 0) + 1;
+  };
+  const listen = window.addEventListener;
+  for (const [type, start] of [['wheel', true], ['pointerdown', true], ['mousedown', true], ['pointermove', false], ['pointerup', false], ['mouseup', false]]) {
+    apply(listen, window, [type, (e) => { if (e.isTrusted) seeInput(start); }, { capture: true, passive: true }]);
+  }
 
   // --- the world: parts and triangles from the scene graph ---
   const isVisible = (o) => {
@@ -370,6 +463,7 @@
     attach: () => sc.attach(),
     startWindow: () => sc.startWindow(),
     readWindow: () => sc.readWindow(),
+    waitFrames: (minFrames, minMs, maxMs, next, fromNow) => sc.waitFrames(minFrames, minMs, maxMs, !!next, !!fromNow),
     frames: () => ({ frames: sc.frames, ticks: sc.ticks }),
     snapshot: () => sc.snapshot(),
     compare: (i, j) => sc.compare(i, j),

@@ -322,3 +322,21 @@ def test_looks_like_html():
     assert looks_like_html(b"<canvas></canvas><script>1</script>")
     assert not looks_like_html(b"plain text")
     assert not looks_like_html(b"\x89PNG\r\n\x1a\n\x00\x00")
+
+
+def test_a_control_step_without_its_screenshot_is_not_measured():
+    """Measuring that stopped after the last step's frames, before its screenshot, leaves the
+    controls "not measured" with the reason: never a crash of the scorer, never a point."""
+    from showcase.browser.page import PageEvents
+    from showcase.check.runner import Measurements
+    from showcase.check.scoring import score
+
+    step = {"camera": True, "renders": 3, "frames": 3, "seconds": 1.0, "signed_zoom": 0.0, "signed_yaw": 0.0,
+            "pixel_share": 0.3}
+    names = ("baseline before wheel", "wheel", "wheel back", "baseline before drag", "drag", "drag back")
+    steps = {n: dict(step) for n in names}
+    del steps["drag back"]["pixel_share"]
+    m = Measurements(steps=steps, stopped="the check's time bound was reached")
+    items, _, _ = score(m, PageEvents(), load_rubric())
+    ten = next(i for i in items if i.id == "10")
+    assert ten.points == 0 and ten.reason == "not measured: the check's time bound was reached"

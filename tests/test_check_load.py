@@ -71,10 +71,10 @@ def test_same_verdicts_at_idle_and_under_a_cpu_burner(idle_and_busy, name):
         assert verdicts(r) == first, (r.summary, runs[0].summary)
     if not fps_verdict_may_differ(runs):
         assert len({next(i for i in r.items if i.id == "5").points for r in runs}) == 1
-    # the burner shows in the record: two spinning processes on two cores take at least most of one
-    # (whatever else the machine was doing at idle)
+    # the burner shows in the record: two spinners beside two checks on two cores get at least a
+    # quarter of the machine (0.69-0.9 cores measured here), whatever else it was doing at idle
     busy = min(r.foreign_cpu_cores or 0.0 for r in idle_and_busy["busy"][name])
-    assert busy >= 0.8, busy
+    assert busy >= 0.5, busy
 
 
 def test_the_demo_page_earns_its_controls_point_in_every_run(idle_and_busy):

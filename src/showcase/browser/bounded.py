@@ -64,6 +64,36 @@ async def capture_screenshot(cdp: CDPSession, fmt: str = "png", quality: int | N
     return base64.b64decode(shot["data"])
 
 
+async def next_frame_png(cdp: CDPSession) -> bytes:
+    """The next frame the compositor presents, as PNG, through CDP's screencast; unbounded: the
+    caller bounds it.
+
+    Starting a screencast makes the compositor draw a frame of what the page has committed and
+    hand it over as it is presented; it does not wait for the page's main thread (a frozen page
+    still shows its last frame). Page.captureScreenshot waits for a main-thread frame of its own
+    on top of the page's: on software GL at 1-2 fps that cost 4-5 of the page's frames here, a
+    screencast frame 1-2.
+    """
+    done: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def on_frame(event: dict) -> None:
+        if not done.done():
+            done.set_result(event["data"])
+        asyncio.ensure_future(cdp.send("Page.screencastFrameAck", {"sessionId": event["sessionId"]})).add_done_callback(
+            lambda f: f.cancelled() or f.exception())
+
+    cdp.on("Page.screencastFrame", on_frame)
+    try:
+        await cdp.send("Page.startScreencast", {"format": "png", "everyNthFrame": 1})
+        try:
+            return base64.b64decode(await done)
+        finally:
+            stop = asyncio.ensure_future(cdp.send("Page.stopScreencast"))
+            stop.add_done_callback(lambda f: f.cancelled() or f.exception())
+    finally:
+        cdp.remove_listener("Page.screencastFrame", on_frame)
+
+
 async def page_webgl(page: Page, timeout_s: float) -> dict:
     """WEBGL_PROBE's answer in `page`: {available, renderer, version}. Raises on a timeout or error."""
     return await bounded(page.evaluate(WEBGL_PROBE), timeout_s)

@@ -61,7 +61,7 @@ async def _unless_failed(bp: BoundedPage, step: asyncio.Future, cancel: bool = T
 
 async def _shoot(bp: BoundedPage, path: Path, timeout_s: float) -> str | None:
     try:
-        png = await bp.screenshot(timeout_s)
+        png = await bp.screenshot(timeout_s, main_frame=True)
     except StopMeasuring:
         return None
     write_bytes_atomic(Path(path), png)

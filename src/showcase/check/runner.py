@@ -71,6 +71,7 @@ class _Measure:
         self.prev: Shot | None = None
         self.last_read: dict | None = None
         self.boxes: list = []
+        self.frame_s: float | None = None  # seconds per drawn frame, from the last tour window
 
     def mask(self) -> np.ndarray | None:
         """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
@@ -94,6 +95,8 @@ class _Measure:
             await asyncio.sleep(min(wait, 1.0))
             if wait > 1.0:
                 self.last_read = await self._read(read, what)
+        if self.last_read is not None and self.last_read["frames"] >= min_frames:
+            return self.last_read  # frames only grow: enough already, no extra frame-bound call
         while True:
             got = self.last_read = await self._read(read, what)
             frames = got["frames"]
@@ -108,20 +111,15 @@ class _Measure:
             await self.bp.garbled(what, got)
         return got
 
-    async def start_window(self) -> float:
-        """Hook window.scene (again: a page may set it late) and open a window; its start time."""
-        await self.bp.probe("this.attach(), this.startWindow()", "opening a measuring window")
-        return time.monotonic()
-
-    async def window(self, index: int) -> tuple[dict, dict]:
-        """One tour window: camera deviation, frames, a scene snapshot, pixels changed since the last screenshot.
+    async def window(self, index: int, t0: float, chain: bool) -> tuple[dict, dict, float]:
+        """One tour window, opened at t0: camera deviation, frames, a scene snapshot, pixels changed
+        since the last screenshot; with `chain` the call that closes it opens the next window.
 
         Calls into the page are few and combined: at 1 fps each one waits for a frame.
         """
-        t0 = await self.start_window()
         self.last_read = None
         try:
-            await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.t.window_max_s, t0,
+            await self.wait_frames(self.t.window_s, self.t.window_min_frames, self.window_bound(index), t0,
                                    "this.readWindow()", "reading a measuring window")
         except StopMeasuring:
             # What the window showed before the page left or froze still counts (scoring passes
@@ -129,57 +127,150 @@ class _Measure:
             if self.last_read is not None:
                 self.m.windows.append(dict(self.last_read, index=index, pixel_share=None, partial=True))
             raise
-        got, shot = await _both(
-            self.bp.probe(
-                "({win: this.readWindow(), snap: this.snapshot(), text: this.text(), boxes: this.textBoxes(), ctx: this.contexts()})",
+        answered: list[float] = []  # when the read came back: the next window opened then
+
+        async def read() -> dict:
+            got = await self.bp.probe(
+                "({win: this.readWindow(), snap: this.snapshot(), text: this.text(), boxes: this.textBoxes(), ctx: this.contexts()"
+                + (", next: (this.attach(), this.startWindow())" if chain else "") + "})",
                 "reading a measuring window",
-            ),
-            self.shot(),
-        )
+            )
+            answered.append(time.monotonic())
+            return got
+
+        got, shot = await _both(read(), self.shot())
         if not isinstance(got, dict) or not isinstance(got.get("win"), dict):
             await self.bp.garbled("reading a measuring window", got)
-        self.m.observed_s += time.monotonic() - t0
+        next_t0 = answered[0]
+        self.m.observed_s += next_t0 - t0
+        if got["win"].get("frames"):
+            self.frame_s = got["win"]["seconds"] / got["win"]["frames"]
         self.m.webgl_contexts, self.m.canvas2d_contexts = got["ctx"]["webgl"], got["ctx"]["c2d"]
         self.boxes = got.get("boxes") or []
         win = got["win"]
         win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"], self.mask()), 4) if self.prev else None
         win["index"] = index
         self.prev = shot
-        return win, got
+        return win, got, next_t0
 
-    async def step(self, name: str, action) -> dict:
-        """One control step: optional input, then at least step_s and step_min_frames; change vs the last screenshot."""
-        t0 = await self.start_window()
-        if action is not None:
-            await action()
-        win, shot = await _both(
-            self.wait_frames(self.t.step_s, self.t.step_min_frames, self.t.step_max_s, t0,
-                             "this.readWindow()", f"reading the {name} step"),
-            self._shot_after(t0 + self.t.step_s),
-        )
-        self.m.observed_s += time.monotonic() - t0
-        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["10"]["pixel_tolerance"], self.mask()), 4)
-        self.prev = shot
-        return win
+    # --- the plan: windows and steps counted in frames, bounded in seconds, the sum inside the bound ---
+    STEPS = 6
 
-    async def _shot_after(self, at: float) -> Shot:
-        await asyncio.sleep(max(0.0, at - time.monotonic()))
-        return await self.shot()
+    def step_need_s(self) -> float:
+        """What one control step needs at the page's frame rate: its input handled, its frames, a screenshot."""
+        return max(self.t.step_s, (self.t.step_min_frames + 3) * (self.frame_s or 0.5))
+
+    def window_bound(self, index: int) -> float:
+        """A tour window may be extended for frames only as far as leaves the rest its time."""
+        rest = self.STEPS * self.step_need_s() + (self.t.window_s + 2 * (self.frame_s or 0.5) if index == 1 else 0) + 2
+        return max(self.t.window_s, min(self.t.window_max_s, self.bp.remaining() - rest))
+
+    def step_bound(self, steps_left: int) -> float:
+        """How long a step may wait for its frames, from the call that waits (after its input)."""
+        # a screenshot and an input each wait for a frame or two besides the step's own frames;
+        # short of time a step still gets its input's frame and one more, never the bare 0.7 s
+        frame = self.frame_s or 0.5
+        floor = min(self.t.step_max_s, max(self.t.step_s, 2.5 * frame))
+        return max(floor, min(self.t.step_max_s, (self.bp.remaining() - 1) / steps_left - 4 * frame))
+
+    async def controls(self) -> None:
+        """Six chained steps: baseline, wheel in, wheel out, baseline, drag, drag back.
+
+        Each input is followed by its reverse: a page's own motion (a zooming or turning tour)
+        moves the same way in both, an answer changes sign with the input. The baseline after the
+        wheel is also the one before the drag. A step ends in the page (one awaited call that also
+        opens the next window), then its screenshot is taken, then the next input is sent: at 1 fps
+        each call into the page waits for a frame, so a step costs its frames and little else.
+        The first window was opened by the caller.
+        """
+        t, spec = self.t, self.r.items["10"]
+        plan = [("baseline before wheel", None), ("wheel", lambda: self.wheel(1)), ("wheel back", lambda: self.wheel(-1)),
+                ("baseline before drag", None), ("drag", lambda: self.drag(1)), ("drag back", lambda: self.drag(-1))]
+        t0 = time.monotonic()
+        shots: list[tuple[str, bytes]] = []
+        try:
+            await self._steps(plan, t0, shots)
+        finally:
+            # Pictures are decoded and compared after the steps, off the time the page is watched.
+            prev = self.prev
+            for name, png in shots:
+                rgb = to_array(png)
+                self.m.steps[name]["pixel_share"] = round(changed_share(prev.rgb, rgb, spec["pixel_tolerance"], self.mask()), 4)
+                prev = Shot(png, rgb)
+            self.prev = prev
+
+    async def _steps(self, plan: list, t0: float, shots: list[tuple[str, bytes]]) -> None:
+        t = self.t
+        pending = None  # the screenshot that closes the step before, taken while a baseline runs
+        spent = {"inputs": 0.0, "frames": 0.0, "screenshots": 0.0}
+        try:
+            for i, (name, action) in enumerate(plan):
+                if action is not None:
+                    c = time.monotonic()
+                    await action()
+                    spent["inputs"] += time.monotonic() - c
+                bound = self.step_bound(len(plan) - i)
+                more = "true" if i < len(plan) - 1 else "false"
+                after_input = "true" if action is not None else "false"
+                what = f"reading the {name} step"
+                c = time.monotonic()
+                call = self.bp.probe(
+                    f"this.waitFrames({int(t.step_min_frames)}, {t.step_s * 1000:.0f}, {bound * 1000:.0f}, {more}, {after_input})",
+                    what, wait_s=bound)
+                got, png = await _both(call, pending) if pending is not None else (await call, None)
+                if png is not None:
+                    shots.append((plan[i - 1][0], png))
+                pending = None
+                if not isinstance(got, dict) or not isinstance(got.get("frames"), (int, float)):
+                    await self.bp.garbled(what, got)
+                now = time.monotonic()
+                spent["frames"] += now - c
+                self.m.observed_s += now - t0
+                t0 = now
+                self.m.steps[name] = got
+                # The step is over in the page (the next window is open). Its closing screenshot
+                # must come before the next input; before a baseline it is taken while that runs.
+                nxt = plan[i + 1][1] if i + 1 < len(plan) else None
+                if i + 1 < len(plan) and nxt is None:
+                    pending = self._timed_shot(spent)
+                    continue
+                c = time.monotonic()
+                png = await self.bp.screenshot(t.screenshot_timeout_s)
+                spent["screenshots"] += time.monotonic() - c
+                self.m.last_shot = png
+                shots.append((name, png))
+        finally:
+            if pending is not None:
+                pending.close()
+            for k, v in spent.items():
+                self.m.phases[f"controls: {k}"] = round(v, 2)
+
+    async def _timed_shot(self, spent: dict) -> bytes:
+        c = time.monotonic()
+        png = await self.bp.screenshot(self.t.screenshot_timeout_s)
+        spent["screenshots"] += time.monotonic() - c
+        self.m.last_shot = png
+        return png
 
     async def wheel(self, sign: int) -> None:
         spec = self.r.items["10"]
-        for _ in range(int(spec["wheel_notches"])):
-            await self.bp.call("mouse wheel", lambda: self.bp.page.mouse.wheel(0, sign * spec["wheel_delta"]))
+        cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
+        notch = {"type": "mouseWheel", "x": cx, "y": cy, "deltaX": 0, "deltaY": sign * spec["wheel_delta"]}
+        await self.bp.mouse("mouse wheel", [notch] * int(spec["wheel_notches"]))
 
     async def drag(self, sign: int) -> None:
         """From the centre `sign` times (drag_dx, drag_dy) and release; the pointer then rests at the centre."""
         spec = self.r.items["10"]
         cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-        mouse = self.bp.page.mouse
-        await self.bp.call("mouse down", lambda: mouse.down())
-        await self.bp.call("mouse drag", lambda: mouse.move(cx + sign * spec["drag_dx"], cy + sign * spec["drag_dy"], steps=int(spec["drag_moves"])))
-        await self.bp.call("mouse up", lambda: mouse.up())
-        await self.bp.call("mouse move", lambda: mouse.move(cx, cy))
+        n = int(spec["drag_moves"])
+        left = {"button": "left", "buttons": 1}
+        events = [{"type": "mousePressed", "x": cx, "y": cy, "clickCount": 1, **left}]
+        events += [{"type": "mouseMoved", "x": cx + sign * spec["drag_dx"] * k / n, "y": cy + sign * spec["drag_dy"] * k / n, **left}
+                   for k in range(1, n + 1)]
+        end = (cx + sign * spec["drag_dx"], cy + sign * spec["drag_dy"])
+        events += [{"type": "mouseReleased", "x": end[0], "y": end[1], "button": "left", "buttons": 0, "clickCount": 1},
+                   {"type": "mouseMoved", "x": cx, "y": cy, "button": "none", "buttons": 0}]
+        await self.bp.mouse("mouse drag", events)
 
     async def run(self) -> Measurements:
         m, bp, t = self.m, self.bp, self.t
@@ -220,15 +311,16 @@ class _Measure:
             self.boxes = boxes if isinstance(boxes, list) else []
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"], self.mask()), 4)
             mark("tour window 1")
-            await bp.probe("this.snapshot()", "taking a scene snapshot")
-            win, got = await self.window(1)
+            # One call: the snapshot the animation item starts from, and the first window opened.
+            await bp.probe("(this.snapshot(), this.attach(), this.startWindow())", "opening the first measuring window")
+            win, got, t0 = await self.window(1, time.monotonic(), chain=True)
             m.windows.append(win)
             m.text = _join_text(m.text, got.get("text"))
             mark("tour window 2")
-            win, _ = await self.window(2)
+            win, _, _ = await self.window(2, t0, chain=False)
             m.windows.append(win)
             after = await bp.probe(
-                "({world: this.world(), pairs: [this.compare(0, 1), this.compare(1, 2)]})",
+                "({world: this.world(), pairs: [this.compare(0, 1), this.compare(1, 2)], start: (this.attach(), this.startWindow())})",
                 "counting the world and what moved in it",
             )
             if not isinstance(after, dict) or not isinstance(after.get("world"), dict):
@@ -236,14 +328,7 @@ class _Measure:
             m.world = _larger_world(m.world, after["world"])
             m.animation = _max_counts([p for p in after["pairs"] if p])
             mark("controls")
-            # Each input and its reverse: a page's own motion (a zooming or turning tour) moves the
-            # same way in both steps, an answer to the input changes sign with it.
-            m.steps["baseline before wheel"] = await self.step("baseline before wheel", None)
-            m.steps["wheel"] = await self.step("wheel", lambda: self.wheel(1))
-            m.steps["wheel back"] = await self.step("wheel back", lambda: self.wheel(-1))
-            m.steps["baseline before drag"] = await self.step("baseline before drag", None)
-            m.steps["drag"] = await self.step("drag", lambda: self.drag(1))
-            m.steps["drag back"] = await self.step("drag back", lambda: self.drag(-1))
+            await self.controls()
             mark("done")
         except StopMeasuring as stop:
             m.stopped, m.stopped_phase = str(stop), phase

@@ -236,54 +236,115 @@ class _Scorer:
         return self.item("9", 0, figs, f"only {share:.2%} of pixels changed without input (pixel fallback, no window.scene)")
 
     # --- 10: controls ---
-    def _pixels_answer(self, step: dict, base: dict) -> bool:
+    def _pixels_answer(self, step: dict, bases: list[dict]) -> bool:
+        """The step's changed pixels beat every baseline's (scaled up to the step's duration)."""
         spec = self.r.items["10"]
-        scale = max(1.0, step["seconds"] / base["seconds"]) if base["seconds"] > 0 else 1.0
-        return step["pixel_share"] >= base["pixel_share"] * scale * spec["ratio"] + spec["margin_pixel_share"]
+        need = 0.0
+        for base in bases:
+            scale = max(1.0, step["seconds"] / base["seconds"]) if base["seconds"] > 0 else 1.0
+            need = max(need, base["pixel_share"] * scale)
+        return step["pixel_share"] >= need * spec["ratio"] + spec["margin_pixel_share"]
 
-    def _answers(self, kind: str, fwd: dict, back: dict, base: dict, camera: bool) -> tuple[bool, dict]:
+    def _answers(self, kind: str, fwd: dict, back: dict, bases: list[dict], camera: bool) -> tuple[bool, dict]:
         """Does the input and its reverse answer beyond what the page does on its own?
 
-        With a camera: the signed change (wheel: zoom, negative is closer; drag: the view's yaw)
-        of the reverse step minus that of the input step. The page's own motion (a zooming or
-        turning tour) moves both steps alike and cancels; an answer flips sign with the input.
-        Without one: each step's changed pixels beat the baseline's. Either way both steps'
-        pictures must change (min_visible_share outside the page's text).
+        With a camera the answer is a reversal: counted from the last frame before each input
+        reached the page, the wheel in must zoom in and the wheel out zoom out (each by margin_zoom,
+        the two by twice that), the drag must turn the view one way and the drag back the other
+        (the two by twice margin_degrees). A page's own motion that keeps its direction (a tour
+        that zooms or turns, at any speed) moves both steps the same way and can pass at most one
+        of them, so it is not subtracted: a tour that pauses on input is not charged for motion it
+        did not make. Only when the page's own zoom turned round between the baseline right before
+        the wheel and the one right after (their last and first frames) could it pass for a
+        reversal: then its rate, taken as changing linearly between them, is subtracted from each
+        step and how far that guess can be off is added to the margin. Without a camera: each
+        step's changed pixels beat the baselines'. Either way both steps' pictures must change
+        (min_visible_share outside the page's text).
         """
         spec = self.r.items["10"]
+        base = bases[0]
         seen = min(fwd["pixel_share"], back["pixel_share"]) >= spec["min_visible_share"]
         figs = {
             "seconds": round(fwd["seconds"] + back["seconds"], 2), "baseline_seconds": round(base["seconds"], 2),
-            "pixel_share": fwd["pixel_share"], "back_pixel_share": back["pixel_share"], "baseline_pixel_share": base["pixel_share"],
+            "pixel_share": fwd["pixel_share"], "back_pixel_share": back["pixel_share"],
+            "baseline_pixel_share": max(b["pixel_share"] for b in bases),
         }
-        ok = self._pixels_answer(fwd, base) and self._pixels_answer(back, base)
-        if camera and kind == "wheel":
-            d = back.get("signed_zoom", 0.0) - fwd.get("signed_zoom", 0.0)  # in, then out: > 0
-            figs.update(zoom_in=round(fwd.get("signed_zoom", 0.0), 4), zoom_out=round(back.get("signed_zoom", 0.0), 4),
-                        baseline_zoom=round(base.get("signed_zoom", 0.0), 4), zoom_response=round(d, 4))
-            ok = ok or d >= 2 * spec["margin_zoom"]
-        elif camera:
-            d = back.get("signed_yaw", 0.0) - fwd.get("signed_yaw", 0.0)  # one way, then back: either sign
-            figs.update(yaw=round(fwd.get("signed_yaw", 0.0), 2), yaw_back=round(back.get("signed_yaw", 0.0), 2),
-                        baseline_yaw=round(base.get("signed_yaw", 0.0), 2), yaw_response=round(abs(d), 2))
-            ok = ok or abs(d) >= 2 * spec["margin_degrees"]
+        ok = self._pixels_answer(fwd, bases) and self._pixels_answer(back, bases)
+        f, b = _response(fwd, "zoom" if kind == "wheel" else "yaw"), _response(back, "zoom" if kind == "wheel" else "yaw")
+        if camera and kind == "wheel":  # in (< 0), then out (> 0)
+            before, after = _rate(bases[0], 1, end=True), _rate(bases[1], 1, end=False) if len(bases) > 1 else None
+            turned = before is not None and after is not None and before[1] * after[1] < 0 and \
+                min(abs(before[1]), abs(after[1])) > 0.1 * max(abs(before[1]), abs(after[1]))
+            (own_f, unc_f), (own_b, unc_b) = ((_own(fwd, before, after), _own(back, before, after)) if turned
+                                              else ((0.0, 0.0), (0.0, 0.0)))
+            zin, zout = f - own_f, b - own_b
+            m = spec["margin_zoom"]
+            need = 2 * m + (unc_f + unc_b) / 4
+            figs.update(zoom_in=round(f, 4), zoom_out=round(b, 4), baseline_zoom=round(base.get("signed_zoom", 0.0), 4),
+                        own_zoom_turned=turned, own_zoom_in=round(own_f, 4), own_zoom_out=round(own_b, 4),
+                        zoom_response=round(zout - zin, 4), zoom_needed=round(need, 4))
+            ok = ok or (zin <= -m and zout >= m and zout - zin >= need)
+        elif camera:  # one way, then back: either way round
+            d = b - f
+            figs.update(yaw=round(f, 2), yaw_back=round(b, 2), baseline_yaw=round(base.get("signed_yaw", 0.0), 2),
+                        yaw_response=round(abs(d), 2) if f * b < 0 else 0.0)
+            ok = ok or (f * b < 0 and abs(d) >= 2 * spec["margin_degrees"])
         ok = ok and seen  # a camera that moves over a picture that does not change answers nothing
         figs["answered"] = ok
         return ok, figs
 
     def controls(self) -> ItemResult:
         s = self.m.steps
-        if not {"baseline before wheel", "wheel", "wheel back", "baseline before drag", "drag", "drag back"} <= set(s):
+        names = ("baseline before wheel", "wheel", "wheel back", "baseline before drag", "drag", "drag back")
+        # a step whose screenshot never came (measuring stopped after its frames) is not measured
+        if any(s.get(n, {}).get("pixel_share") is None for n in names):
             return self.item("10", 0, {k: v for k, v in s.items()}, self.not_measured)
         camera = bool(s["wheel"]["camera"] and s["wheel"]["renders"] and s["drag"]["renders"])
-        wheel_ok, wheel = self._answers("wheel", s["wheel"], s["wheel back"], s["baseline before wheel"], camera)
-        drag_ok, drag = self._answers("drag", s["drag"], s["drag back"], s["baseline before drag"], camera)
+        # The baseline after the wheel is the one before the drag; the drag has none after it (a
+        # damped drag keeps turning the view well after the reverse, which is no motion of the page's own).
+        wheel_ok, wheel = self._answers("wheel", s["wheel"], s["wheel back"], [s["baseline before wheel"], s["baseline before drag"]], camera)
+        drag_ok, drag = self._answers("drag", s["drag"], s["drag back"], [s["baseline before drag"]], camera)
         figs = {"wheel": wheel, "drag": drag, "measured_by": "camera pose and pixels" if camera else "pixels"}
         if wheel_ok and drag_ok:
             return self.item("10", 1, figs, "the drag and the wheel each change the picture beyond the baseline",
                              "answers the mouse drag and wheel")
         missing = " and ".join(n for n, ok in (("drag", drag_ok), ("wheel", wheel_ok)) if not ok)
         return self.item("10", 0, figs, f"the {missing} did not change the picture beyond the no-input baseline")
+
+
+def _response(step: dict, key: str) -> float:
+    """The step's signed zoom or yaw from the last frame before its input reached the page."""
+    v = step.get(f"input_{key}")
+    return float(v) if isinstance(v, (int, float)) else float(step.get(f"signed_{key}", 0.0))
+
+
+def _rate(base: dict, col: int, end: bool) -> tuple[float, float] | None:
+    """The page's own rate of change (per second of page time) of trace column `col` (1 zoom,
+    2 yaw) over a baseline's first (or last) frames: at least two frame intervals and at least
+    half a second where it has them. Returns (page time of the middle, rate); None without frames."""
+    rows = [r for r in base.get("tail" if end else "head") or [] if isinstance(r, list) and len(r) == 3]
+    if len(rows) < 2:
+        return None
+    rows = rows[::-1] if end else rows
+    k = 2
+    while k < len(rows) - 1 and abs(rows[k][0] - rows[0][0]) < 0.5:
+        k += 1
+    a, z = rows[0], rows[min(k, len(rows) - 1)]
+    if z[0] == a[0]:
+        return None
+    return (a[0] + z[0]) / 2, (z[col] - a[col]) / (z[0] - a[0])
+
+
+def _own(step: dict, before: tuple[float, float], after: tuple[float, float]) -> tuple[float, float]:
+    """The page's own zoom over the part of `step` after its input (its rate changing linearly
+    from `before` to `after`), and how far that guess may be off (the change of rate times that time)."""
+    t0, t1 = step.get("input_t0"), step.get("pose_t1")
+    if not isinstance(t0, (int, float)) or not isinstance(t1, (int, float)) or t1 <= t0:
+        return 0.0, 0.0
+    (ta, ra), (tb, rb) = before, after
+    mid, dur = (t0 + t1) / 2, t1 - t0
+    k = min(1.0, max(0.0, (mid - ta) / (tb - ta))) if tb > ta else 0.5
+    return (ra + (rb - ra) * k) * dur, abs(rb - ra) * dur
 
 
 def score(m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None = None,

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 from playwright.async_api import Browser, CDPSession
 from playwright.async_api import Error as PlaywrightError
 
-from showcase.browser.bounded import answers, capture_screenshot, terminate_scripts
+from showcase.browser.bounded import answers, capture_screenshot, next_frame_png, terminate_scripts
 from showcase.browser.cdn import OfflineCdn
 from showcase.browser.page import PAGE_URL, PageSession, first_line, open_page
 from showcase.errors import InfraError
@@ -172,7 +172,8 @@ class BoundedPage:
                 self.frozen = f"{what}: {msg}"
                 await self.terminate_scripts()
                 raise StopMeasuring(f"page frozen ({self.frozen})") from None
-            if "context was destroyed" in msg or "navigat" in msg.lower() or "closed" in msg.lower():
+            # (an awaited call whose document went away says its promise "was collected")
+            if "context was destroyed" in msg or "navigat" in msg.lower() or "closed" in msg.lower() or "collected" in msg:
                 # The document went away: the event saying where to usually follows within moments.
                 end = time.monotonic() + min(2.0, max(0.0, self.remaining()))
                 while self.left is None and time.monotonic() < end:
@@ -194,22 +195,43 @@ class BoundedPage:
     async def evaluate(self, expression: str, arg: Any = None, what: str = "a call into the page") -> Any:
         return await self.call(what, lambda: self.page.evaluate(expression, arg))
 
-    async def probe(self, body: str, what: str) -> Any:
-        """Evaluate `body` with `this` bound to the probe's api (out of the page's reach), by value."""
+    async def probe(self, body: str, what: str, wait_s: float = 0.0) -> Any:
+        """Evaluate `body` with `this` bound to the probe's api (out of the page's reach), by value.
+
+        With wait_s, `body` is a promise of the probe that settles within wait_s of page time; the
+        call is bounded by wait_s plus the usual call timeout (a frozen page settles nothing).
+        """
         if self.probe_id is None:
             await self.settle(0.5)
             raise StopMeasuring(f"{what}: the check's probe never started in the page")
         res = await self.call(what, lambda: self.cdp.send("Runtime.callFunctionOn", {
-            "objectId": self.probe_id, "functionDeclaration": f"function() {{ return ({body}); }}", "returnByValue": True}))
+            "objectId": self.probe_id, "functionDeclaration": f"function() {{ return ({body}); }}", "returnByValue": True,
+            "awaitPromise": wait_s > 0}), (self.call_timeout_s + wait_s) if wait_s > 0 else None)
         if res.get("exceptionDetails"):
             d = res["exceptionDetails"]
             msg = first_line((d.get("exception") or {}).get("description") or d.get("text") or "an exception")
             raise StopMeasuring(f"{what} failed in the page: {msg}")
         return (res.get("result") or {}).get("value")
 
-    async def screenshot(self, timeout_s: float) -> bytes:
-        """PNG of the viewport through CDP (optimizeForSpeed: several times faster than page.screenshot)."""
-        return await self.call("screenshot", lambda: capture_screenshot(self.cdp, "png"), timeout_s)
+    async def mouse(self, what: str, events: list[dict]) -> None:
+        """Dispatch mouse events through CDP all at once: Chromium queues them in order and a slow
+        page handles them in its next frame, instead of one frame per event awaited in turn."""
+        got = await asyncio.gather(*(self.call(what, lambda e=e: self.cdp.send("Input.dispatchMouseEvent", e)) for e in events),
+                                   return_exceptions=True)
+        for r in got:
+            if isinstance(r, BaseException):
+                raise r
+
+    async def screenshot(self, timeout_s: float, *, main_frame: bool = False) -> bytes:
+        """PNG of the next frame the compositor presents (a screencast frame: see next_frame_png).
+
+        main_frame: through Page.captureScreenshot instead, which waits for a frame of the page's
+        main thread: a page frozen since its last frame gets no picture (how the quick load check
+        finds a freeze after its settle; the compositor alone would still present the last frame).
+        """
+        if main_frame:
+            return await self.call("screenshot", lambda: capture_screenshot(self.cdp, "png"), timeout_s)
+        return await self.call("screenshot", lambda: next_frame_png(self.cdp), timeout_s)
 
     async def goto(self, timeout_s: float) -> str | None:
         """Navigate; None when the load event came, else why not (the page's fault)."""
