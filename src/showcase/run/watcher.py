@@ -189,6 +189,9 @@ class Watcher:
         self._storer: threading.Thread | None = None
         self._checkers: list[threading.Thread] = []
         self._check_workers = max(1, check_workers)
+        # stop(backlog=False): checks not begun are left for check_backlog; those begun, by n.
+        self._leave_backlog = False
+        self._checking: set[int] = set()
         self.skipped_torn_reads = 0  # reads thrown away because a new write began meanwhile
         self._last_read = 0.0  # monotonic time of the last read of the page file
 
@@ -209,7 +212,9 @@ class Watcher:
         with self._lock:
             return [self._records[n] for n in sorted(self._records)]
 
-    def start(self) -> "Watcher":
+    def start(self, check_backlog: bool = True) -> "Watcher":
+        """Watch from now on. check_backlog False: versions a former watcher left unchecked wait
+        for `check_backlog` (new ones are checked as they land)."""
         if not self.work_dir.is_dir():
             raise UserError(f"watcher: work folder {self.work_dir} does not exist")
         self.versions_dir.mkdir(parents=True, exist_ok=True)
@@ -222,15 +227,55 @@ class Watcher:
         # Events start now; a file already there (a restart) is taken as it is.
         self.snapshot_now()
         if self._load_check is not None:
-            with self._lock:
-                for record in self._records.values():
-                    if record.loaded_without_errors is None and record.check_failure is None:
-                        self._checks.put(record.n)
-            for i in range(self._check_workers):
-                checker = threading.Thread(target=self._check_loop, name=f"showcase-load-check-{i}", daemon=True)
-                checker.start()
-                self._checkers.append(checker)
+            if check_backlog:
+                self._queue_unchecked()
+            self._start_checkers()
         return self
+
+    def final_record(self) -> VersionRecord | None:
+        """The version the last snapshot read (the final file), as far as it is known now."""
+        with self._lock:
+            n = self._by_sha.get(self.final_sha256) if self.final_sha256 else None
+            return self._records[n] if n is not None else None
+
+    def unchecked(self) -> list[int]:
+        """The versions with no load verdict yet (and no failed check), in order of n."""
+        with self._lock:
+            return [n for n in sorted(self._records)
+                    if self._records[n].loaded_without_errors is None and self._records[n].check_failure is None]
+
+    def check_backlog(self, timeout_s: float) -> int:
+        """After stop(backlog=False): check every version still without a verdict, `check_workers`
+        at once in the order written; bounded by timeout_s. Returns how many were checked."""
+        if self._load_check is None:
+            return 0
+        with self._lock:
+            self._leave_backlog = False
+        todo = self._queue_unchecked()
+        self._checkers = []
+        self._start_checkers()
+        self.wait_checked(timeout_s)
+        self._end_checkers(max(0.0, min(1.0, timeout_s)))
+        return len(todo) - len(set(todo) & set(self.unchecked()))
+
+    def _queue_unchecked(self) -> list[int]:
+        todo = self.unchecked()
+        for n in todo:
+            self._checks.put(n)
+        return todo
+
+    def _start_checkers(self) -> None:
+        for i in range(self._check_workers):
+            checker = threading.Thread(target=self._check_loop, name=f"showcase-load-check-{i}", daemon=True)
+            checker.start()
+            self._checkers.append(checker)
+
+    def _end_checkers(self, timeout_s: float) -> None:
+        for _ in self._checkers:
+            self._checks.put(None)
+        deadline = time.monotonic() + timeout_s
+        for checker in self._checkers:
+            checker.join(max(0.0, deadline - time.monotonic()))
 
     def snapshot_now(self) -> VersionRecord | None:
         """Read the file now and keep it if new (the final snapshot at the hard stop catches a
@@ -261,10 +306,13 @@ class Watcher:
             time.sleep(0.02)
         return self._checks.unfinished_tasks == 0
 
-    def stop(self, timeout_s: float = 30.0, final_snapshot: bool = True) -> list[VersionRecord]:
+    def stop(self, timeout_s: float = 30.0, final_snapshot: bool = True, backlog: bool = True) -> list[VersionRecord]:
         """Stop watching, take a final snapshot, wait (bounded) for pending load checks.
 
         Versions still unchecked when `timeout_s` runs out keep loaded_without_errors null.
+        backlog False: the final file's check comes first and checks already under way end; no
+        other check begins, those versions wait for `check_backlog` (the final choice needs
+        no other verdict when the final file loads).
         """
         deadline = time.monotonic() + timeout_s
         self._stop.set()
@@ -278,11 +326,10 @@ class Watcher:
             self._stores.put(None)
             self._storer.join(max(0.0, deadline - time.monotonic()))
         if self._checkers:
+            if not backlog:
+                self._check_final_first()
             self.wait_checked(max(0.0, deadline - time.monotonic()))
-            for checker in self._checkers:
-                self._checks.put(None)
-            for checker in self._checkers:
-                checker.join(max(0.0, min(1.0, deadline - time.monotonic())))
+            self._end_checkers(max(0.0, min(1.0, deadline - time.monotonic())))
         if self._spool is not None and (self._thread is None or not self._thread.is_alive()):
             if not any(self._spool.glob("*.read")):  # a read not kept stays for the next start
                 shutil.rmtree(self._spool, ignore_errors=True)
@@ -464,13 +511,39 @@ class Watcher:
             self._checks.put(n)
         return record
 
+    def _check_final_first(self) -> None:
+        """No check begins from now on but the final file's, here and now unless one runs already."""
+        with self._lock:
+            self._leave_backlog = True
+            final = self.final_record()
+            if final is None or final.loaded_without_errors is not None or final.check_failure is not None \
+                    or final.n in self._checking:
+                return
+            self._checking.add(final.n)
+        try:
+            self._check_one(final.n)
+        except Exception as exc:
+            log.error("watcher: load check of the final file (version %s) could not run: %s", final.n, exc)
+        finally:
+            with self._lock:
+                self._checking.discard(final.n)
+
     def _check_loop(self) -> None:
         while True:
             n = self._checks.get()
             try:
                 if n is None:
                     return
-                self._check_one(n)
+                with self._lock:
+                    record = self._records[n]
+                    if self._leave_backlog or n in self._checking or record.loaded_without_errors is not None:
+                        continue  # left for check_backlog, or already under way or done
+                    self._checking.add(n)
+                try:
+                    self._check_one(n)
+                finally:
+                    with self._lock:
+                        self._checking.discard(n)
             except Exception as exc:  # e.g. a version file gone: that version stays unchecked
                 log.error("watcher: load check of version %s could not run: %s", n, exc)
             finally:
