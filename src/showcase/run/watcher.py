@@ -192,6 +192,8 @@ class Watcher:
         # stop(backlog=False): checks not begun are left for check_backlog; those begun, by n.
         self._leave_backlog = False
         self._checking: set[int] = set()
+        self._abandoned = False  # the final file loads: the checks that were under way record nothing
+        self._generation = 0  # bumped when they are abandoned; a check records only in its own
         self.skipped_torn_reads = 0  # reads thrown away because a new write began meanwhile
         self._last_read = 0.0  # monotonic time of the last read of the page file
 
@@ -250,7 +252,7 @@ class Watcher:
         if self._load_check is None:
             return 0
         with self._lock:
-            self._leave_backlog = False
+            self._leave_backlog = self._abandoned = False
         todo = self._queue_unchecked()
         self._checkers = []
         self._start_checkers()
@@ -310,9 +312,10 @@ class Watcher:
         """Stop watching, take a final snapshot, wait (bounded) for pending load checks.
 
         Versions still unchecked when `timeout_s` runs out keep loaded_without_errors null.
-        backlog False: the final file's check comes first and checks already under way end; no
-        other check begins, those versions wait for `check_backlog` (the final choice needs
-        no other verdict when the final file loads).
+        backlog False: the final file's check comes first, and no other check begins: those
+        versions wait for `check_backlog`. If the final file loads, the final choice needs no
+        other verdict, so the checks under way are not waited for either: they record nothing
+        (whoever closes their browser ends them) and are left to `check_backlog` too.
         """
         deadline = time.monotonic() + timeout_s
         self._stop.set()
@@ -327,8 +330,9 @@ class Watcher:
             self._storer.join(max(0.0, deadline - time.monotonic()))
         if self._checkers:
             if not backlog:
-                self._check_final_first()
-            self.wait_checked(max(0.0, deadline - time.monotonic()))
+                self._check_final_first(deadline)
+            if not self._abandoned:
+                self.wait_checked(max(0.0, deadline - time.monotonic()))
             self._end_checkers(max(0.0, min(1.0, deadline - time.monotonic())))
         if self._spool is not None and (self._thread is None or not self._thread.is_alive()):
             if not any(self._spool.glob("*.read")):  # a read not kept stays for the next start
@@ -511,22 +515,34 @@ class Watcher:
             self._checks.put(n)
         return record
 
-    def _check_final_first(self) -> None:
-        """No check begins from now on but the final file's, here and now unless one runs already."""
+    def _check_final_first(self, deadline: float) -> None:
+        """No check begins from now on but the final file's: here and now, or the one under way
+        (waited for, until `deadline`). If it loads, the other checks under way are abandoned."""
         with self._lock:
             self._leave_backlog = True
             final = self.final_record()
-            if final is None or final.loaded_without_errors is not None or final.check_failure is not None \
-                    or final.n in self._checking:
+            if final is None:
                 return
-            self._checking.add(final.n)
-        try:
-            self._check_one(final.n)
-        except Exception as exc:
-            log.error("watcher: load check of the final file (version %s) could not run: %s", final.n, exc)
-        finally:
+            mine = final.loaded_without_errors is None and final.check_failure is None and final.n not in self._checking
+            if mine:
+                self._checking.add(final.n)
+        if mine:
+            try:
+                self._check_one(final.n)
+            except Exception as exc:
+                log.error("watcher: load check of the final file (version %s) could not run: %s", final.n, exc)
+            finally:
+                with self._lock:
+                    self._checking.discard(final.n)
+        while time.monotonic() < deadline:
             with self._lock:
-                self._checking.discard(final.n)
+                if final.n not in self._checking:
+                    if self._records[final.n].loaded_without_errors is True:
+                        self._abandoned = True
+                        self._generation += 1
+                        self._checking = set()
+                    return
+            time.sleep(0.02)
 
     def _check_loop(self) -> None:
         while True:
@@ -539,17 +555,19 @@ class Watcher:
                     if self._leave_backlog or n in self._checking or record.loaded_without_errors is not None:
                         continue  # left for check_backlog, or already under way or done
                     self._checking.add(n)
+                    generation = self._generation
                 try:
-                    self._check_one(n)
+                    self._check_one(n, generation)
                 finally:
                     with self._lock:
-                        self._checking.discard(n)
+                        if generation == self._generation:
+                            self._checking.discard(n)
             except Exception as exc:  # e.g. a version file gone: that version stays unchecked
                 log.error("watcher: load check of version %s could not run: %s", n, exc)
             finally:
                 self._checks.task_done()
 
-    def _check_one(self, n: int) -> None:
+    def _check_one(self, n: int, generation: int | None = None) -> None:
         assert self._load_check is not None
         picked = time.monotonic()
         while (time.monotonic() - self._last_read < CHECK_QUIET_S and time.monotonic() - picked < CHECK_DEFER_MAX_S
@@ -569,6 +587,8 @@ class Watcher:
             log.warning("load check of version %d failed: %s", n, exc)
             loaded, errors, failure = None, [], f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return  # abandoned, left for check_backlog: its picture, if any, is written again then
             record = self._records[n].model_copy(
                 update={"loaded_without_errors": loaded, "load_errors": errors, "check_failure": failure,
                         "picture": picture.relative_to(self.run_dir).as_posix() if picture and picture.is_file() else None}
