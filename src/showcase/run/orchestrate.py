@@ -411,6 +411,8 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
         on_refused=refusals,
         check_workers=CHECK_PARALLEL,
         pictures=True,
+        # At the end the agent is gone, so no shot.sh needs the urgent turn: the final file takes it.
+        final_check=_watcher_check(_quick_check_dict(opts.npm_dir, browser, URGENT, task)),
     )
     stack.callback(_stop_watcher, watcher, events)
     watcher.start()

@@ -136,6 +136,8 @@ class Watcher:
     no link, or is too large; the version before it still counts.
     check_workers: load checks run at once, started in the order the versions were written (a
     burst then shares each check's settle time instead of queueing behind it).
+    final_check: the final file's check at stop(backlog=False), if it is not load_check (the run
+    gives it precedence over the version checks under way: the end of the run waits for it).
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class Watcher:
         on_refused: OnRefused | None = None,
         check_workers: int = 1,
         pictures: bool = False,
+        final_check: LoadCheck | None = None,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.run_dir = Path(run_dir)
@@ -162,6 +165,7 @@ class Watcher:
         self._clock = clock or (lambda: time.monotonic() - started)
         self._last_request_id = last_request_id or (lambda: None)
         self._load_check = load_check
+        self._final_check = final_check or load_check
         self._pictures = pictures
         self._quiet_read_s = quiet_read_s
         self._page_cap = page_cap
@@ -528,7 +532,7 @@ class Watcher:
                 self._checking.add(final.n)
         if mine:
             try:
-                self._check_one(final.n)
+                self._check_one(final.n, check=self._final_check)
             except Exception as exc:
                 log.error("watcher: load check of the final file (version %s) could not run: %s", final.n, exc)
             finally:
@@ -567,8 +571,9 @@ class Watcher:
             finally:
                 self._checks.task_done()
 
-    def _check_one(self, n: int, generation: int | None = None) -> None:
-        assert self._load_check is not None
+    def _check_one(self, n: int, generation: int | None = None, check: LoadCheck | None = None) -> None:
+        check = check or self._load_check
+        assert check is not None
         picked = time.monotonic()
         while (time.monotonic() - self._last_read < CHECK_QUIET_S and time.monotonic() - picked < CHECK_DEFER_MAX_S
                and not self._stop.is_set()):
@@ -579,7 +584,7 @@ class Watcher:
         picture = RunLayout(self.run_dir).version_picture(n) if self._pictures else None
         loaded: bool | None
         try:
-            loaded, errors = self._load_check(data, picture) if picture is not None else self._load_check(data)
+            loaded, errors = check(data, picture) if picture is not None else check(data)
             loaded = bool(loaded)
             errors = [str(e).splitlines()[0][:MAX_ERROR_CHARS] if str(e) else "" for e in errors][:MAX_ERROR_LINES]
             failure = None
