@@ -352,9 +352,9 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
     """Start every part of the run; each registers its own cleanup on `stack`.
 
     Cleanups run last-registered first, so the order of registration below is the order of the
-    teardown read backwards: the gate refuses and the agent is killed first, then the last
-    versions are checked, then the browser, the gate's server and the space close, and last
-    `sandbox_removed` records what each part reported.
+    teardown read backwards: the gate refuses and the agent is killed first, then the final
+    file is checked (the other versions too if it does not load), then the browser, the gate's
+    server and the space close, and last `sandbox_removed` records what each part reported.
     """
     from showcase.browser.service import URGENT
     from showcase.gate.server import GateServer
