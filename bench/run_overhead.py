@@ -126,6 +126,9 @@ def main() -> None:
         print(f"verdicts seen while the run went: {len(checked_at)} of {len(seen_at)} versions")
     print(f"after the agent ended, load checks:  {events['load_checks_done']['detail']['seconds_after_agent']:7.1f} s")
     print(f"final check {check_s:.1f} s, clip {clip_s:.1f} s, report {events['report_written']['detail']['seconds']:.1f} s")
+    if "backlog_checked" in events:
+        b = events["backlog_checked"]["detail"]
+        print(f"backlog checked {b['during'].replace('_', ' ')}: {b['versions']} versions in {b['seconds']:.1f} s")
     print(f"tail (agent end to report.html):     {tail:7.1f} s; tail / (check + clip) = {tail / (check_s + clip_s):.2f} (goal <= 1.1)")
     print(f"bare load check in a warm browser:   {bare:7.2f} s")
     if len(shots) >= 2:

@@ -1,7 +1,8 @@
-"""The run's one browser, end to end: a burst of versions, a shot.sh during the backlog, a crash.
+"""The run's one browser, end to end: a burst of versions, a shot.sh during the backlog, a crash,
+and a burst at the very end whose backlog is checked while the clip records.
 
-One real run (Docker, gate, relay, watcher, the run's sealed browser) against a replay model;
-the browser is killed from outside mid-run, as a crash would. About a minute.
+One real run (Docker, gate, relay, watcher, the run's sealed browser, check, a 2 s clip) against
+a replay model; the browser is killed from outside mid-run, as a crash would. About 2 minutes.
 """
 
 import json
@@ -22,6 +23,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.browser]
 
 BURST = 8
 LATER = 2
+END = 10  # slow versions in a burst just before the agent ends: more than the 8 checks at once
+CLIP_S = 2
 # Each burst version is ready only after 3 s: a backlog that lasts, so a shot.sh lands in it.
 SLOW_PAGE = "<!doctype html><title>v%s</title><script>setTimeout(function(){window.ready=true},3000)</script>"
 QUICK_PAGE = "<!doctype html><title>quick</title><script>window.ready=true</script>"
@@ -39,7 +42,11 @@ def script() -> dict:
     later = (
         f"sleep 6; printf '{BROKEN_PAGE}' > game.html; sleep 0.05; "
         f"for i in $(seq 1 {LATER}); do printf '<!doctype html><title>late %s</title><script>window.ready=true</script>' $i "
-        "> game.html.tmp && mv game.html.tmp game.html; sleep 0.05; done; sleep 8"
+        "> game.html.tmp && mv game.html.tmp game.html; sleep 0.05; done; sleep 8; "
+        f"for i in $(seq 1 {END}); do printf '{SLOW_PAGE}' end$i > game.html.tmp && mv game.html.tmp game.html; "
+        "sleep 0.05; done; "
+        "printf '<!doctype html><title>final</title><script>window.ready=true</script>' > game.html.tmp "
+        "&& mv game.html.tmp game.html"
     )
     return {
         "model": "replay-speed",
@@ -81,7 +88,7 @@ def test_burst_shot_during_backlog_and_a_browser_crash(docker_engine, tmp_path):
     with ReplayServer(script()) as server:
         proc = subprocess.Popen(
             SHOWCASE + ["run", "--upstream", server.base_url, "--model", "replay-speed", "--out", str(run),
-                        "--no-clip", "--limit-s", "600"],
+                        "--clip-seconds", str(CLIP_S), "--limit-s", "600"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )
         try:
@@ -109,7 +116,7 @@ def test_burst_shot_during_backlog_and_a_browser_crash(docker_engine, tmp_path):
 
     # Every version kept, each with its verdict and its picture, the crash notwithstanding.
     versions = versions_of(run)
-    assert len(versions) == BURST + 1 + LATER
+    assert len(versions) == BURST + 1 + LATER + END + 1
     broken = versions[BURST + 1]
     assert broken["loaded_without_errors"] is False and any("broken at load" in e for e in broken["load_errors"])
     assert all(v.get("loaded_without_errors") is True for n, v in versions.items() if n != BURST + 1), versions
@@ -123,10 +130,27 @@ def test_burst_shot_during_backlog_and_a_browser_crash(docker_engine, tmp_path):
 
     # Each phase's time is in the run's own events, and the tail is measured on the run's clock.
     by_name = {e["event"]: e for e in events}
-    for name in ("image_ready", "agent_started", "agent_ended", "load_checks_done", "check_done", "report_written"):
+    for name in ("image_ready", "agent_started", "agent_ended", "load_checks_done", "check_done", "clip_done",
+                 "report_written"):
         assert name in by_name, f"no {name} event"
-    assert by_name["load_checks_done"]["detail"]["unchecked"] == 0
     tail = by_name["report_written"]["t_s"] - by_name["agent_ended"]["t_s"]
-    assert tail >= by_name["check_done"]["detail"]["seconds"]
+    assert tail >= by_name["check_done"]["detail"]["seconds"] + by_name["clip_done"]["detail"]["seconds"]
+
+    # The final file loads, so it counts at once: the versions of the last burst still unchecked
+    # when the agent ended are checked after the final check, while the clip records.
+    choice = read_json(run / "final-choice.json")
+    assert (choice["rule"], choice["n"]) == ("final_file_loads", len(versions)), choice
+    assert all(c["loaded_without_errors"] is not None for c in choice["candidates"]), choice["candidates"]
+    left = by_name["load_checks_done"]["detail"]
+    assert left["final_loads"] is True and left["unchecked"] > 0, left
+    names = [e["event"] for e in events]
+    started, checked = by_name["backlog_started"], by_name["backlog_checked"]
+    assert started["detail"] == {"versions": left["unchecked"], "during": "clip"}
+    assert checked["detail"]["versions"] == left["unchecked"] and checked["detail"]["unchecked"] == 0
+    assert names.index("check_done") < names.index("backlog_started") < names.index("backlog_checked")
+    clip_began = by_name["clip_done"]["t_s"] - by_name["clip_done"]["detail"]["seconds"]
+    assert by_name["check_done"]["t_s"] <= started["t_s"] < by_name["clip_done"]["t_s"]
+    assert checked["t_s"] > clip_began
+    assert names.index("backlog_checked") < names.index("report_written")
     assert f"agent end to report {tail:.1f} s" in err, err[-2000:]
     assert containers_of(run) == []

@@ -352,9 +352,9 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
     """Start every part of the run; each registers its own cleanup on `stack`.
 
     Cleanups run last-registered first, so the order of registration below is the order of the
-    teardown read backwards: the gate refuses and the agent is killed first, then the last
-    versions are checked, then the browser, the gate's server and the space close, and last
-    `sandbox_removed` records what each part reported.
+    teardown read backwards: the gate refuses and the agent is killed first, then the final
+    file is checked (the other versions too if it does not load), then the browser, the gate's
+    server and the space close, and last `sandbox_removed` records what each part reported.
     """
     from showcase.browser.service import URGENT
     from showcase.gate.server import GateServer
@@ -411,6 +411,8 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
         on_refused=refusals,
         check_workers=CHECK_PARALLEL,
         pictures=True,
+        # At the end the agent is gone, so no shot.sh needs the urgent turn: the final file takes it.
+        final_check=_watcher_check(_quick_check_dict(opts.npm_dir, browser, URGENT, task)),
     )
     stack.callback(_stop_watcher, watcher, events)
     watcher.start()
@@ -423,12 +425,21 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
 
 
 def _stop_watcher(watcher, events: EventLog) -> None:
-    """Take the last versions and wait (bounded) for their load checks."""
+    """Take the last versions and the final file's check first (bounded), in the warm browser.
+
+    If the final file loads, it counts whatever the other versions' verdicts: their checks are
+    left to finalize, which runs them while the clip records. If not, the rule needs every
+    verdict: they are checked here, now.
+    """
     waited = time.monotonic()
-    _safe(lambda: watcher.stop(timeout_s=180))
+    _safe(lambda: watcher.stop(timeout_s=180, backlog=False))
+    final = watcher.final_record()
+    if final is not None and final.loaded_without_errors is not True and watcher.unchecked():
+        _safe(lambda: watcher.check_backlog(timeout_s=180))
     versions = watcher.versions
     events("load_checks_done", seconds_after_agent=round(time.monotonic() - waited, 3), versions=len(versions),
-           unchecked=sum(1 for v in versions if v.loaded_without_errors is None and v.check_failure is None))
+           unchecked=len(watcher.unchecked()),
+           final_loads=final.loaded_without_errors if final is not None else None)
 
 
 @contextmanager
@@ -692,15 +703,29 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
     from showcase.report import write_run_report
 
     state = settle_run(Path(run_dir), say, clock_t0)
-    versions, choice = choose_version(state, npm_dir, say)
     layout = state.layout
-    chosen = layout.versions_dir / choice.file if choice.file else None
-    if chosen is not None:
-        held = hold_final_check(say)  # a batch's runs check one at a time per host (showcase.batch.lock)
-        try:
-            score_version(state, chosen, choice.n, npm_dir, say, clip, clip_seconds)
-        finally:
-            release_final_check(held)
+    catch_up = CatchUp(state, npm_dir, say)
+    try:
+        final = catch_up.final_file()
+        # The rule final_file_loads needs no other verdict: the backlog waits for the clip. Otherwise
+        # every verdict first, and the final check still runs with no version check beside it.
+        early = final is not None and final.loaded_without_errors is True
+        if not early:
+            catch_up.backlog("before_check")
+        choice = catch_up.choose()
+        chosen = layout.versions_dir / choice.file if choice.file else None
+        if chosen is not None:
+            held = hold_final_check(say)  # a batch's runs check one at a time per host (showcase.batch.lock)
+            try:
+                score_version(state, chosen, choice.n, npm_dir, say, clip, clip_seconds,
+                              beside_clip=catch_up.backlog if early else None)
+            finally:
+                release_final_check(held)
+        versions = catch_up.versions
+        if catch_up.checked_late:
+            choice = catch_up.choose()  # the same version by the same rule; now with every verdict
+    finally:
+        catch_up.close()
     info = run_info(state, versions, choice, chosen)
     write_json_atomic(layout.run_info, info)
     say(info.summary_run)
@@ -756,29 +781,15 @@ def settle_run(run_dir: Path, say: Progress, clock_t0: float | None) -> Finalize
                          interrupted=interrupted, task=task, page_name=page_name, page_cap=page_cap)
 
 
-def choose_version(state: FinalizeState, npm_dir: Path | None, say: Progress):
-    """Every version on disk, load-checked, and the one that counts (final-choice.json)."""
-    from showcase.io import write_json_atomic
-    from showcase.run.final_choice import choose_final
-    from showcase.run.watcher import recover_versions
-
-    layout = state.layout
-    agent_start = next((e for e in state.events if e.event == "agent_started"), None)
-    start_epoch = agent_start.detail.get("start_epoch") if agent_start else None
-    recovered = recover_versions(layout.root, start_epoch=start_epoch)
-    if recovered:
-        say(f"finalize: {len(recovered)} version(s) recovered from versions/")
-    versions, final_sha = _catch_up_versions(layout, start_epoch, npm_dir, say, state.page_name, state.page_cap,
-                                             _refusal_recorder(layout, state.log), state.task)
-    choice = choose_final(versions, final_sha)
-    write_json_atomic(layout.final_choice, choice)
-    say(f"final choice: {choice.rule_text}")
-    return versions, choice
-
-
 def score_version(state: FinalizeState, chosen: Path, n: int, npm_dir: Path | None, say: Progress,
-                  clip: bool, clip_seconds: float) -> None:
-    """The ten-point check of the chosen version (check.json, screenshot.png) and its clip."""
+                  clip: bool, clip_seconds: float, beside_clip: Callable[[str], object] | None = None) -> None:
+    """The ten-point check of the chosen version (check.json, screenshot.png) and its clip.
+
+    beside_clip(when): work that must not run during the check (it measures the frame rate) but
+    may run while the clip records (a virtual clock: competition slows it, changes no frame of
+    it); called with "clip" in a thread of its own and joined before this returns, or after
+    the check with "after_check" when there is no clip.
+    """
     from showcase.check.runner import check_page, write_report
     from showcase.io import write_json_atomic
 
@@ -791,16 +802,27 @@ def score_version(state: FinalizeState, chosen: Path, n: int, npm_dir: Path | No
     write_report(report, layout.root)
     state.phase_log("check_done", seconds=round(time.monotonic() - phase, 3))
     say(report.summary)
-    if clip:
-        from showcase.clip import record_clip_file
+    if not clip:
+        if beside_clip is not None:
+            beside_clip("after_check")
+        return
+    from showcase.clip import record_clip_file
 
-        say(f"clip: recording {clip_seconds:.0f} s on a virtual clock")
-        phase = time.monotonic()
+    beside = threading.Thread(target=beside_clip, args=("clip",), name="showcase-beside-clip", daemon=True) \
+        if beside_clip is not None else None
+    say(f"clip: recording {clip_seconds:.0f} s on a virtual clock")
+    phase = time.monotonic()
+    if beside is not None:
+        beside.start()
+    try:
         result = record_clip_file(chosen, layout.clip, seconds=clip_seconds, npm_dir=npm_dir, task=state.task)
         write_json_atomic(layout.clip_info, result)
         state.phase_log("clip_done", seconds=round(time.monotonic() - phase, 3), clip_seconds=clip_seconds)
-        if result.note:
-            say(f"clip: {result.note}")
+    finally:
+        if beside is not None:
+            beside.join(BACKLOG_TIMEOUT_S + 60)
+    if result.note:
+        say(f"clip: {result.note}")
 
 
 def run_info(state: FinalizeState, versions, choice, chosen: Path | None):
@@ -853,7 +875,7 @@ def run_info(state: FinalizeState, versions, choice, chosen: Path | None):
 
 
 PHASES = {"image_ready": "image", "load_checks_done": "load checks after the agent", "check_done": "check",
-          "clip_done": "clip", "report_written": "report"}
+          "clip_done": "clip", "backlog_checked": "versions checked", "report_written": "report"}
 
 
 def time_spent(events: list[RunEvent]) -> str:
@@ -905,39 +927,108 @@ def _mtime_iso(path: Path) -> str:
     return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _catch_up_versions(layout: RunLayout, start_epoch: float | None, npm_dir: Path | None, say: Progress,
-                       page_name: str, page_cap: int, on_refused, task: Task | None = None):
-    """Take the file as it is now if it is new, and load-check every version not checked yet.
+BACKLOG_TIMEOUT_S = 600  # the versions' load checks in finalize, all together
 
-    Returns the versions and the sha256 of the page file as this last snapshot read it (None: no
-    file, or one refused), so the final choice judges the bytes that were read, not a re-read.
+
+class _VersionBrowser:
+    """The load checks' browser in finalize: launched when a check needs one, closed before the
+    final check (nothing of ours beside its frame rate), launched again for the backlog."""
+
+    def __init__(self, events: Callable[..., None], npm_dir: Path | None, task: Task | None):
+        self._events, self._npm_dir, self._task = events, npm_dir, task
+        self._service = None
+        self._lock = threading.Lock()
+
+    def check(self, html: bytes, picture: Path | None = None) -> tuple[bool, list[str]]:
+        with self._lock:
+            if self._service is None:
+                self._service = _run_browser(self._events)
+            service = self._service
+        return _watcher_check(_quick_check_dict(self._npm_dir, service, task=self._task))(html, picture)
+
+    def close(self) -> None:
+        with self._lock:
+            service, self._service = self._service, None
+        if service is not None:
+            service.close()
+
+
+class CatchUp:
+    """finalize's view of the versions: every one on disk, the file as it is now, their checks.
+
+    The final file is snapshot and checked first (`final_file`); the other versions still
+    without a verdict are the backlog (`backlog`), checked before the final check or beside the
+    clip; `choose` writes final-choice.json from the verdicts known then.
     """
-    from showcase.run.watcher import Watcher
 
-    # Launched only if a version needs its check; closed before the final check.
-    browser = _run_browser(lambda event, **detail: EventLog(layout.events_log, time.monotonic())(event, **detail))
-    try:
-        watcher = Watcher(
+    def __init__(self, state: FinalizeState, npm_dir: Path | None, say: Progress):
+        from showcase.run.watcher import Watcher, recover_versions
+
+        self.state, self.say = state, say
+        layout = state.layout
+        agent_start = next((e for e in state.events if e.event == "agent_started"), None)
+        start_epoch = agent_start.detail.get("start_epoch") if agent_start else None
+        recovered = recover_versions(layout.root, start_epoch=start_epoch)
+        if recovered:
+            say(f"finalize: {len(recovered)} version(s) recovered from versions/")
+        self.browser = _VersionBrowser(state.log, npm_dir, state.task)
+        self.watcher = Watcher(
             layout.work,
             layout.root,
-            file_name=page_name,
+            file_name=state.page_name,
             clock=(lambda: time.time() - start_epoch) if start_epoch else None,
-            load_check=_watcher_check(_quick_check_dict(npm_dir, browser, task=task)),
-            page_cap=page_cap,
-            on_refused=on_refused,
+            load_check=self.browser.check,
+            page_cap=state.page_cap,
+            on_refused=_refusal_recorder(layout, state.log),
             check_workers=CHECK_PARALLEL,
             pictures=True,
         )
-        unchecked = [v for v in watcher.versions if v.loaded_without_errors is None and v.check_failure is None]
-        if unchecked:
-            say(f"finalize: load-checking {len(unchecked)} version(s)")
-        watcher.start()
-        versions = watcher.stop(timeout_s=600)
-    finally:
-        browser.close()
-    for name, reason in watcher.refusals:
-        say(f"finalize: {name} was {reason}: not kept")
-    return versions, watcher.final_sha256
+        self.checked_late = 0  # backlog versions checked after the choice was made
+
+    @property
+    def versions(self):
+        return self.watcher.versions
+
+    def final_file(self):
+        """Take the file as it is now if it is new; check it if it has no verdict. Its record, or
+        None (no file, or one refused)."""
+        self.watcher.start(check_backlog=False)
+        self.watcher.stop(timeout_s=BACKLOG_TIMEOUT_S, backlog=False)
+        self.browser.close()
+        for name, reason in self.watcher.refusals:
+            self.say(f"finalize: {name} was {reason}: not kept")
+        return self.watcher.final_record()
+
+    def backlog(self, when: str) -> None:
+        """Check every version still without a verdict; `backlog_started` / `backlog_checked`
+        (when: before_check, clip, after_check) put it on the run's timeline."""
+        todo = self.watcher.unchecked()
+        if not todo:
+            return
+        self.say(f"finalize: load-checking {len(todo)} version(s)" + (" while the clip records" if when == "clip" else ""))
+        self.state.phase_log("backlog_started", versions=len(todo), during=when)
+        began = time.monotonic()
+        try:
+            checked = self.watcher.check_backlog(timeout_s=BACKLOG_TIMEOUT_S)
+        finally:
+            self.browser.close()
+        if when != "before_check":
+            self.checked_late = checked
+        self.state.phase_log("backlog_checked", versions=checked, unchecked=len(self.watcher.unchecked()),
+                             during=when, seconds=round(time.monotonic() - began, 3))
+
+    def choose(self):
+        from showcase.io import write_json_atomic
+        from showcase.run.final_choice import choose_final
+
+        choice = choose_final(self.watcher.versions, self.watcher.final_sha256)
+        write_json_atomic(self.state.layout.final_choice, choice)
+        if not self.checked_late:
+            self.say(f"final choice: {choice.rule_text}")
+        return choice
+
+    def close(self) -> None:
+        self.browser.close()
 
 
 def _gate_stats(layout: RunLayout, GateStats, read_log):

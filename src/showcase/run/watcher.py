@@ -136,6 +136,8 @@ class Watcher:
     no link, or is too large; the version before it still counts.
     check_workers: load checks run at once, started in the order the versions were written (a
     burst then shares each check's settle time instead of queueing behind it).
+    final_check: the final file's check at stop(backlog=False), if it is not load_check (the run
+    gives it precedence over the version checks under way: the end of the run waits for it).
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class Watcher:
         on_refused: OnRefused | None = None,
         check_workers: int = 1,
         pictures: bool = False,
+        final_check: LoadCheck | None = None,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.run_dir = Path(run_dir)
@@ -162,6 +165,7 @@ class Watcher:
         self._clock = clock or (lambda: time.monotonic() - started)
         self._last_request_id = last_request_id or (lambda: None)
         self._load_check = load_check
+        self._final_check = final_check or load_check
         self._pictures = pictures
         self._quiet_read_s = quiet_read_s
         self._page_cap = page_cap
@@ -189,6 +193,11 @@ class Watcher:
         self._storer: threading.Thread | None = None
         self._checkers: list[threading.Thread] = []
         self._check_workers = max(1, check_workers)
+        # stop(backlog=False): checks not begun are left for check_backlog; those begun, by n.
+        self._leave_backlog = False
+        self._checking: set[int] = set()
+        self._abandoned = False  # the final file loads: the checks that were under way record nothing
+        self._generation = 0  # bumped when they are abandoned; a check records only in its own
         self.skipped_torn_reads = 0  # reads thrown away because a new write began meanwhile
         self._last_read = 0.0  # monotonic time of the last read of the page file
 
@@ -209,7 +218,9 @@ class Watcher:
         with self._lock:
             return [self._records[n] for n in sorted(self._records)]
 
-    def start(self) -> "Watcher":
+    def start(self, check_backlog: bool = True) -> "Watcher":
+        """Watch from now on. check_backlog False: versions a former watcher left unchecked wait
+        for `check_backlog` (new ones are checked as they land)."""
         if not self.work_dir.is_dir():
             raise UserError(f"watcher: work folder {self.work_dir} does not exist")
         self.versions_dir.mkdir(parents=True, exist_ok=True)
@@ -222,15 +233,55 @@ class Watcher:
         # Events start now; a file already there (a restart) is taken as it is.
         self.snapshot_now()
         if self._load_check is not None:
-            with self._lock:
-                for record in self._records.values():
-                    if record.loaded_without_errors is None and record.check_failure is None:
-                        self._checks.put(record.n)
-            for i in range(self._check_workers):
-                checker = threading.Thread(target=self._check_loop, name=f"showcase-load-check-{i}", daemon=True)
-                checker.start()
-                self._checkers.append(checker)
+            if check_backlog:
+                self._queue_unchecked()
+            self._start_checkers()
         return self
+
+    def final_record(self) -> VersionRecord | None:
+        """The version the last snapshot read (the final file), as far as it is known now."""
+        with self._lock:
+            n = self._by_sha.get(self.final_sha256) if self.final_sha256 else None
+            return self._records[n] if n is not None else None
+
+    def unchecked(self) -> list[int]:
+        """The versions with no load verdict yet (and no failed check), in order of n."""
+        with self._lock:
+            return [n for n in sorted(self._records)
+                    if self._records[n].loaded_without_errors is None and self._records[n].check_failure is None]
+
+    def check_backlog(self, timeout_s: float) -> int:
+        """After stop(backlog=False): check every version still without a verdict, `check_workers`
+        at once in the order written; bounded by timeout_s. Returns how many were checked."""
+        if self._load_check is None:
+            return 0
+        with self._lock:
+            self._leave_backlog = self._abandoned = False
+        todo = self._queue_unchecked()
+        self._checkers = []
+        self._start_checkers()
+        self.wait_checked(timeout_s)
+        self._end_checkers(max(0.0, min(1.0, timeout_s)))
+        return len(todo) - len(set(todo) & set(self.unchecked()))
+
+    def _queue_unchecked(self) -> list[int]:
+        todo = self.unchecked()
+        for n in todo:
+            self._checks.put(n)
+        return todo
+
+    def _start_checkers(self) -> None:
+        for i in range(self._check_workers):
+            checker = threading.Thread(target=self._check_loop, name=f"showcase-load-check-{i}", daemon=True)
+            checker.start()
+            self._checkers.append(checker)
+
+    def _end_checkers(self, timeout_s: float) -> None:
+        for _ in self._checkers:
+            self._checks.put(None)
+        deadline = time.monotonic() + timeout_s
+        for checker in self._checkers:
+            checker.join(max(0.0, deadline - time.monotonic()))
 
     def snapshot_now(self) -> VersionRecord | None:
         """Read the file now and keep it if new (the final snapshot at the hard stop catches a
@@ -261,10 +312,14 @@ class Watcher:
             time.sleep(0.02)
         return self._checks.unfinished_tasks == 0
 
-    def stop(self, timeout_s: float = 30.0, final_snapshot: bool = True) -> list[VersionRecord]:
+    def stop(self, timeout_s: float = 30.0, final_snapshot: bool = True, backlog: bool = True) -> list[VersionRecord]:
         """Stop watching, take a final snapshot, wait (bounded) for pending load checks.
 
         Versions still unchecked when `timeout_s` runs out keep loaded_without_errors null.
+        backlog False: the final file's check comes first, and no other check begins: those
+        versions wait for `check_backlog`. If the final file loads, the final choice needs no
+        other verdict, so the checks under way are not waited for either: they record nothing
+        (whoever closes their browser ends them) and are left to `check_backlog` too.
         """
         deadline = time.monotonic() + timeout_s
         self._stop.set()
@@ -278,11 +333,11 @@ class Watcher:
             self._stores.put(None)
             self._storer.join(max(0.0, deadline - time.monotonic()))
         if self._checkers:
-            self.wait_checked(max(0.0, deadline - time.monotonic()))
-            for checker in self._checkers:
-                self._checks.put(None)
-            for checker in self._checkers:
-                checker.join(max(0.0, min(1.0, deadline - time.monotonic())))
+            if not backlog:
+                self._check_final_first(deadline)
+            if not self._abandoned:
+                self.wait_checked(max(0.0, deadline - time.monotonic()))
+            self._end_checkers(max(0.0, min(1.0, deadline - time.monotonic())))
         if self._spool is not None and (self._thread is None or not self._thread.is_alive()):
             if not any(self._spool.glob("*.read")):  # a read not kept stays for the next start
                 shutil.rmtree(self._spool, ignore_errors=True)
@@ -464,20 +519,61 @@ class Watcher:
             self._checks.put(n)
         return record
 
+    def _check_final_first(self, deadline: float) -> None:
+        """No check begins from now on but the final file's: here and now, or the one under way
+        (waited for, until `deadline`). If it loads, the other checks under way are abandoned."""
+        with self._lock:
+            self._leave_backlog = True
+            final = self.final_record()
+            if final is None:
+                return
+            mine = final.loaded_without_errors is None and final.check_failure is None and final.n not in self._checking
+            if mine:
+                self._checking.add(final.n)
+        if mine:
+            try:
+                self._check_one(final.n, check=self._final_check)
+            except Exception as exc:
+                log.error("watcher: load check of the final file (version %s) could not run: %s", final.n, exc)
+            finally:
+                with self._lock:
+                    self._checking.discard(final.n)
+        while time.monotonic() < deadline:
+            with self._lock:
+                if final.n not in self._checking:
+                    if self._records[final.n].loaded_without_errors is True:
+                        self._abandoned = True
+                        self._generation += 1
+                        self._checking = set()
+                    return
+            time.sleep(0.02)
+
     def _check_loop(self) -> None:
         while True:
             n = self._checks.get()
             try:
                 if n is None:
                     return
-                self._check_one(n)
+                with self._lock:
+                    record = self._records[n]
+                    if self._leave_backlog or n in self._checking or record.loaded_without_errors is not None:
+                        continue  # left for check_backlog, or already under way or done
+                    self._checking.add(n)
+                    generation = self._generation
+                try:
+                    self._check_one(n, generation)
+                finally:
+                    with self._lock:
+                        if generation == self._generation:
+                            self._checking.discard(n)
             except Exception as exc:  # e.g. a version file gone: that version stays unchecked
                 log.error("watcher: load check of version %s could not run: %s", n, exc)
             finally:
                 self._checks.task_done()
 
-    def _check_one(self, n: int) -> None:
-        assert self._load_check is not None
+    def _check_one(self, n: int, generation: int | None = None, check: LoadCheck | None = None) -> None:
+        check = check or self._load_check
+        assert check is not None
         picked = time.monotonic()
         while (time.monotonic() - self._last_read < CHECK_QUIET_S and time.monotonic() - picked < CHECK_DEFER_MAX_S
                and not self._stop.is_set()):
@@ -488,7 +584,7 @@ class Watcher:
         picture = RunLayout(self.run_dir).version_picture(n) if self._pictures else None
         loaded: bool | None
         try:
-            loaded, errors = self._load_check(data, picture) if picture is not None else self._load_check(data)
+            loaded, errors = check(data, picture) if picture is not None else check(data)
             loaded = bool(loaded)
             errors = [str(e).splitlines()[0][:MAX_ERROR_CHARS] if str(e) else "" for e in errors][:MAX_ERROR_LINES]
             failure = None
@@ -496,6 +592,8 @@ class Watcher:
             log.warning("load check of version %d failed: %s", n, exc)
             loaded, errors, failure = None, [], f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return  # abandoned, left for check_backlog: its picture, if any, is written again then
             record = self._records[n].model_copy(
                 update={"loaded_without_errors": loaded, "load_errors": errors, "check_failure": failure,
                         "picture": picture.relative_to(self.run_dir).as_posix() if picture and picture.is_file() else None}
