@@ -22,6 +22,8 @@
   const debug = console.debug;
   const con = console;
   const freeze = Object.freeze;
+  // Math's functions as they were before any page script (a page may replace them to bend figures).
+  const M = freeze(Object.fromEntries(Object.getOwnPropertyNames(Math).map((k) => [k, Math[k]])));
   const Prom = Promise;
   const setTimer = window.setTimeout;
   const clock = () => apply(now, perf, []);
@@ -78,7 +80,7 @@
   };
 
   // --- draw calls and triangles per frame ---
-  const trianglesOf = (mode, count) => (mode === 4 ? Math.floor(count / 3) : mode === 5 || mode === 6 ? (count > 2 ? count - 2 : 0) : 0);
+  const trianglesOf = (mode, count) => (mode === 4 ? M.floor(count / 3) : mode === 5 || mode === 6 ? (count > 2 ? count - 2 : 0) : 0);
   const wrapDraw = (proto, name, countArg, instArg) => {
     const orig = proto && proto[name];
     if (typeof orig !== 'function') return;
@@ -105,7 +107,7 @@
   const poseOf = (m) => {
     const e = m.elements;
     const cols = [[e[0], e[1], e[2]], [e[4], e[5], e[6]], [e[8], e[9], e[10]]].map((c) => {
-      const n = Math.hypot(c[0], c[1], c[2]) || 1;
+      const n = M.hypot(c[0], c[1], c[2]) || 1;
       return [c[0] / n, c[1] / n, c[2] / n];
     });
     return { p: [e[12], e[13], e[14]], r: cols };
@@ -116,18 +118,18 @@
     // rotation angle of a^T b from its trace
     let tr = 0;
     for (let i = 0; i < 3; i++) tr += a.r[i][0] * b.r[i][0] + a.r[i][1] * b.r[i][1] + a.r[i][2] * b.r[i][2];
-    const c = Math.min(1, Math.max(-1, (tr - 1) / 2));
-    return (Math.acos(c) * 180) / Math.PI;
+    const c = M.min(1, M.max(-1, (tr - 1) / 2));
+    return (M.acos(c) * 180) / M.PI;
   };
   // Signed turn of the view direction about the vertical, in degrees (-180..180).
-  const yawOf = (pose) => Math.atan2(-pose.r[2][0], -pose.r[2][2]);
+  const yawOf = (pose) => M.atan2(-pose.r[2][0], -pose.r[2][2]);
   const yawDelta = (a, b) => {
     let d = yawOf(b) - yawOf(a);
-    while (d > Math.PI) d -= 2 * Math.PI;
-    while (d < -Math.PI) d += 2 * Math.PI;
-    return (d * 180) / Math.PI;
+    while (d > M.PI) d -= 2 * M.PI;
+    while (d < -M.PI) d += 2 * M.PI;
+    return (d * 180) / M.PI;
   };
-  const dist = (a, b) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
+  const dist = (a, b) => M.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
   const TRACE = 40;
   sc.center = [0, 0, 0];
 
@@ -143,7 +145,7 @@
     sc.lastPose = pose;
     const w = sc.win;
     if (!w) return;
-    if (!w.ref) { w.ref = pose; w.scale = Math.max(dist(pose.p, sc.center), 1e-6); return; }
+    if (!w.ref) { w.ref = pose; w.scale = M.max(dist(pose.p, sc.center), 1e-6); return; }
     w.renders += 1;
     // Signed zoom and yaw, summed frame by frame: zoom is the move along the view axis (the mean
     // of the two frames' view directions, so circling a point the camera looks at adds nothing and
@@ -152,22 +154,22 @@
     // view direction about the vertical, never wrapped at 180 degrees.
     const q = w.prev || w.ref;
     const f = [0, 1, 2].map((i) => -(q.r[2][i] + pose.r[2][i]));
-    const fn = Math.hypot(f[0], f[1], f[2]) || 1;
+    const fn = M.hypot(f[0], f[1], f[2]) || 1;
     const along = ((pose.p[0] - q.p[0]) * f[0] + (pose.p[1] - q.p[1]) * f[1] + (pose.p[2] - q.p[2]) * f[2]) / fn;
-    w.zoom += -along / w.scale + (q.lens > 0 && pose.lens > 0 ? Math.log(pose.lens / q.lens) : 0);
+    w.zoom += -along / w.scale + (q.lens > 0 && pose.lens > 0 ? M.log(pose.lens / q.lens) : 0);
     w.yaw += yawDelta(q, pose);
     w.prev = pose;
     // The first and the last few frames of the window (page time, zoom, yaw so far): the page's
     // own motion right after the window opened and right before it closed.
     const row = [pose.t / 1000, w.zoom, w.yaw];
     if (w.head.length < TRACE) w.head.push(row); else { w.tail.push(row); if (w.tail.length > TRACE) w.tail.shift(); }
-    w.maxDeg = Math.max(w.maxDeg, angleDeg(w.ref, pose));
-    w.maxMove = Math.max(w.maxMove, dist(w.ref.p, pose.p) / w.scale);
+    w.maxDeg = M.max(w.maxDeg, angleDeg(w.ref, pose));
+    w.maxMove = M.max(w.maxMove, dist(w.ref.p, pose.p) / w.scale);
     // Zoom: change of the camera's distance to the world's centre (a tour orbiting it keeps that
     // distance, a wheel dolly changes it) plus the log change of fov/zoom.
-    const radial = Math.abs(dist(pose.p, sc.center) - dist(w.ref.p, sc.center)) / w.scale;
-    const lens = w.ref.lens > 0 && pose.lens > 0 ? Math.abs(Math.log(pose.lens / w.ref.lens)) : 0;
-    w.maxZoom = Math.max(w.maxZoom, radial + lens);
+    const radial = M.abs(dist(pose.p, sc.center) - dist(w.ref.p, sc.center)) / w.scale;
+    const lens = w.ref.lens > 0 && pose.lens > 0 ? M.abs(M.log(pose.lens / w.ref.lens)) : 0;
+    w.maxZoom = M.max(w.maxZoom, radial + lens);
   };
 
   const objectsOf = (scene) => {
@@ -205,7 +207,7 @@
         for (const c of corners) {
           for (let i = 0; i < 3; i++) {
             const w = e[i] * c[0] + e[4 + i] * c[1] + e[8 + i] * c[2] + e[12 + i];
-            box[0][i] = Math.min(box[0][i], w); box[1][i] = Math.max(box[1][i], w);
+            box[0][i] = M.min(box[0][i], w); box[1][i] = M.max(box[1][i], w);
           }
         }
         n++;
@@ -217,8 +219,8 @@
 
   // A measuring window: camera deviation from the pose on screen at its start, frames counted.
   sc.startWindow = () => {
-    sc.win = { ref: sc.lastPose, scale: sc.lastPose ? Math.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, ticks0: sc.ticks, t0: clock(),
-      prev: null, zoom: 0, yaw: 0, head: [], tail: [], input: null, inputAfter: 0 };
+    sc.win = { ref: sc.lastPose, scale: sc.lastPose ? M.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, ticks0: sc.ticks, t0: clock(),
+      prev: null, zoom: 0, yaw: 0, head: [], tail: [], input: null, inputAfter: 0, wheeled: 0, released: false, rested: false };
     return true;
   };
   sc.readWindow = () => {
@@ -266,7 +268,11 @@
   };
   // With `fromNow`, at least one of the frames must also be drawn wholly after this call (a
   // control step: after its input was handled).
-  sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow) => new Prom((resolve) => {
+  // `expect` names the step's last input event, which the check does not wait to be acknowledged:
+  // {wheel: d} until trusted wheels summing |deltaY| >= d reached the page (coalesced wheels add
+  // their deltas), {drag: true} until a move without buttons came after the release.
+  const inputDone = (w, expect) => !expect || (expect.wheel ? w.wheeled >= expect.wheel * 0.99 : w.rested);
+  sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow, expect) => new Prom((resolve) => {
     const w = sc.win;
     if (!w) { resolve(null); return; }
     const after = sc.frames + (sc.cur.draws > 0 ? 1 : 0) + (fromNow ? 1 : 0);
@@ -279,7 +285,7 @@
       const el = clock() - w.t0, f = sc.frames - w.frames0;
       // A step with an input also waits for the input to reach the page (the acknowledgement of
       // its dispatch can come frames before that) and for a frame drawn wholly after its last event.
-      const enough = f >= minFrames && sc.frames >= after && (!fromNow || (w.input && sc.frames >= w.inputAfter));
+      const enough = f >= minFrames && sc.frames >= after && (!fromNow || (w.input && inputDone(w, expect) && sc.frames >= w.inputAfter));
       if (!((el >= minMs && (enough || (f === 0 && el >= (minMs > 1000 ? minMs : 1000)))) || clock() - called >= maxMs)) return false;
       done = true;
       const out = sc.readWindow();
@@ -298,9 +304,16 @@
   // motion. A step's response is counted from the last frame before its first input.
   // Every later event of the step (the moves and release of a drag) moves on the frame the step
   // must wait for: one drawn wholly after the page handled it.
-  const seeInput = (start) => {
+  // The event's fields are read through getters kept now: a page may redefine the prototypes' own.
+  const getter = (proto, name) => Object.getOwnPropertyDescriptor(proto, name).get;
+  const deltaY = getter(WheelEvent.prototype, 'deltaY'), deltaMode = getter(WheelEvent.prototype, 'deltaMode');
+  const buttons = getter(MouseEvent.prototype, 'buttons');
+  const seeInput = (type, start, e) => {
     const w = sc.win;
     if (!w) return;
+    if (type === 'wheel') w.wheeled += apply(deltaMode, e, []) ? Infinity : M.abs(apply(deltaY, e, []));
+    else if (type === 'pointerup' || type === 'mouseup') w.released = true;
+    else if (type === 'pointermove' && w.released && !apply(buttons, e, [])) w.rested = true;
     if (start && !w.input) {
       const p = w.prev || w.ref;
       w.input = [p ? p.t / 1000 : clock() / 1000, w.zoom, w.yaw];
@@ -309,7 +322,7 @@
   };
   const listen = window.addEventListener;
   for (const [type, start] of [['wheel', true], ['pointerdown', true], ['mousedown', true], ['pointermove', false], ['pointerup', false], ['mouseup', false]]) {
-    apply(listen, window, [type, (e) => { if (e.isTrusted) seeInput(start); }, { capture: true, passive: true }]);
+    apply(listen, window, [type, (e) => { if (e.isTrusted) seeInput(type, start, e); }, { capture: true, passive: true }]);
   }
 
   // --- the world: parts and triangles from the scene graph ---
@@ -334,7 +347,7 @@
         const g = o.geometry;
         if (g && g.attributes && g.attributes.position) {
           const n = g.index ? g.index.count : g.attributes.position.count;
-          res.triangles += Math.floor(n / 3) * inst;
+          res.triangles += M.floor(n / 3) * inst;
         }
       }
     }
@@ -382,31 +395,31 @@
   };
   const changed = (a, b, tol) => {
     if (a.length !== b.length) return true;
-    for (let i = 0; i < a.length; i++) if (Math.abs(a[i] - b[i]) > tol * (1 + Math.abs(a[i]))) return true;
+    for (let i = 0; i < a.length; i++) if (M.abs(a[i] - b[i]) > tol * (1 + M.abs(a[i]))) return true;
     return false;
   };
   sc.compare = (i, j) => {
     const A = sc.snaps[i], B = sc.snaps[j];
     if (!A || !B) return null;
     const camD = A.cam && B.cam ? [B.cam[0] - A.cam[0], B.cam[1] - A.cam[1], B.cam[2] - A.cam[2]] : [0, 0, 0];
-    const camMoved = Math.hypot(...camD) > 1e-9;
+    const camMoved = M.hypot(...camD) > 1e-9;
     const res = { nodes: 0, followers_excluded: 0, instances: 0, particles: 0, geometries: 0, uniform_materials: 0, morph_meshes: 0, seconds: (B.t - A.t) / 1000 };
     for (const [o, m1] of B.nodes) {
       const m0 = A.nodes.get(o);
       if (!m0 || !changed(m0, m1, 1e-5)) continue;
       // Whatever moved by the same vector as the camera moves with it (sky domes, head lights).
       const d = [m1[12] - m0[12], m1[13] - m0[13], m1[14] - m0[14]];
-      if (camMoved && Math.hypot(d[0] - camD[0], d[1] - camD[1], d[2] - camD[2]) <= 1e-3 * Math.hypot(...camD) + 1e-6) { res.followers_excluded++; continue; }
+      if (camMoved && M.hypot(d[0] - camD[0], d[1] - camD[1], d[2] - camD[2]) <= 1e-3 * M.hypot(...camD) + 1e-6) { res.followers_excluded++; continue; }
       res.nodes++;
     }
     for (const [o, a1] of B.inst) {
       const a0 = A.inst.get(o);
       if (!a0) continue;
-      const n = Math.min(a0.length, a1.length) / 16;
+      const n = M.min(a0.length, a1.length) / 16;
       for (let k = 0; k < n; k++) {
         for (let c = 0; c < 16; c++) {
           const x = a0[k * 16 + c], y = a1[k * 16 + c];
-          if (Math.abs(x - y) > 1e-5 * (1 + Math.abs(x))) { res.instances++; break; }
+          if (M.abs(x - y) > 1e-5 * (1 + M.abs(x))) { res.instances++; break; }
         }
       }
     }
@@ -414,10 +427,10 @@
       const e0 = A.attrs.get(attr);
       if (!e0 || e0.version === e1.version) continue;
       if (e0.copy && e1.copy) {
-        const n = Math.min(e0.copy.length, e1.copy.length) / 3;
+        const n = M.min(e0.copy.length, e1.copy.length) / 3;
         let moved = 0;
         for (let k = 0; k < n; k++) {
-          if (Math.abs(e0.copy[3 * k] - e1.copy[3 * k]) + Math.abs(e0.copy[3 * k + 1] - e1.copy[3 * k + 1]) + Math.abs(e0.copy[3 * k + 2] - e1.copy[3 * k + 2]) > 1e-6) moved++;
+          if (M.abs(e0.copy[3 * k] - e1.copy[3 * k]) + M.abs(e0.copy[3 * k + 1] - e1.copy[3 * k + 1]) + M.abs(e0.copy[3 * k + 2] - e1.copy[3 * k + 2]) > 1e-6) moved++;
         }
         res.particles += moved;
       } else {
@@ -453,7 +466,7 @@
       if (!n.textContent || !n.textContent.trim()) continue;
       range.selectNodeContents(n);
       for (const r of range.getClientRects()) {
-        if (r.width > 0 && r.height > 0) out.push([Math.floor(r.left) - 2, Math.floor(r.top) - 2, Math.ceil(r.right) + 2, Math.ceil(r.bottom) + 2]);
+        if (r.width > 0 && r.height > 0) out.push([M.floor(r.left) - 2, M.floor(r.top) - 2, M.ceil(r.right) + 2, M.ceil(r.bottom) + 2]);
       }
     }
     return out;
@@ -463,7 +476,8 @@
     attach: () => sc.attach(),
     startWindow: () => sc.startWindow(),
     readWindow: () => sc.readWindow(),
-    waitFrames: (minFrames, minMs, maxMs, next, fromNow) => sc.waitFrames(minFrames, minMs, maxMs, !!next, !!fromNow),
+    waitFrames: (minFrames, minMs, maxMs, next, fromNow, expect) => sc.waitFrames(minFrames, minMs, maxMs, !!next, !!fromNow,
+      expect && typeof expect === 'object' ? { wheel: +expect.wheel || 0, drag: !!expect.drag } : null),
     frames: () => ({ frames: sc.frames, ticks: sc.ticks }),
     snapshot: () => sc.snapshot(),
     compare: (i, j) => sc.compare(i, j),

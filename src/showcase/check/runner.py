@@ -9,6 +9,7 @@ leaves the items not yet measured failed with that reason.
 import asyncio
 import datetime as dt
 import hashlib
+import json
 import re
 import time
 import uuid
@@ -179,8 +180,9 @@ class _Measure:
         Each input is followed by its reverse: a page's own motion (a zooming or turning tour)
         moves the same way in both, an answer changes sign with the input. The baseline after the
         wheel is also the one before the drag. A step ends in the page (one awaited call that also
-        opens the next window), then its screenshot is taken, then the next input is sent: at 1 fps
-        each call into the page waits for a frame, so a step costs its frames and little else.
+        opens the next window), then its screenshot is taken, then the next input is dispatched and
+        the next step's call sent at once: at 1 fps each call into the page waits for a frame, so a
+        step costs its frames and little else.
         The first window was opened by the caller.
         """
         t, spec = self.t, self.r.items["10"]
@@ -205,19 +207,22 @@ class _Measure:
         spent = {"inputs": 0.0, "frames": 0.0, "screenshots": 0.0}
         try:
             for i, (name, action) in enumerate(plan):
-                if action is not None:
-                    c = time.monotonic()
-                    await action()
-                    spent["inputs"] += time.monotonic() - c
+                # The input is dispatched, not awaited: its acknowledgement can take a second or
+                # more (a wheel's, even on a fast page) and the step waits in the page anyway,
+                # until the input's last event has reached it and a frame was drawn after.
+                dispatch, expect = (None, None) if action is None else action()
                 bound = self.step_bound(len(plan) - i)
                 more = "true" if i < len(plan) - 1 else "false"
                 after_input = "true" if action is not None else "false"
                 what = f"reading the {name} step"
                 c = time.monotonic()
                 call = self.bp.probe(
-                    f"this.waitFrames({int(t.step_min_frames)}, {t.step_s * 1000:.0f}, {bound * 1000:.0f}, {more}, {after_input})",
-                    what, wait_s=bound)
-                got, png = await _both(call, pending) if pending is not None else (await call, None)
+                    f"this.waitFrames({int(t.step_min_frames)}, {t.step_s * 1000:.0f}, {bound * 1000:.0f}, {more}, {after_input}, "
+                    f"{json.dumps(expect)})", what, wait_s=bound)
+                if dispatch is not None:
+                    got, png = await _beside(call, dispatch, spent), None
+                else:
+                    got, png = await _both(call, pending) if pending is not None else (await call, None)
                 if png is not None:
                     shots.append((plan[i - 1][0], png))
                 pending = None
@@ -252,14 +257,18 @@ class _Measure:
         self.m.last_shot = png
         return png
 
-    async def wheel(self, sign: int) -> None:
+    def wheel(self, sign: int) -> tuple[asyncio.Future, dict]:
+        """Wheel notches at the centre, dispatched; and what the probe must see of them."""
         spec = self.r.items["10"]
         cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
         notch = {"type": "mouseWheel", "x": cx, "y": cy, "deltaX": 0, "deltaY": sign * spec["wheel_delta"]}
-        await self.bp.mouse("mouse wheel", [notch] * int(spec["wheel_notches"]))
+        n = int(spec["wheel_notches"])
+        return asyncio.ensure_future(self.bp.mouse("mouse wheel", [notch] * n)), {"wheel": abs(spec["wheel_delta"]) * n}
 
-    async def drag(self, sign: int) -> None:
-        """From the centre `sign` times (drag_dx, drag_dy) and release; the pointer then rests at the centre."""
+    def drag(self, sign: int) -> tuple[asyncio.Future, dict]:
+        """From the centre `sign` times (drag_dx, drag_dy) and release; the pointer then rests at the centre.
+
+        Dispatched; the probe waits for the resting move, the last event."""
         spec = self.r.items["10"]
         cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
         n = int(spec["drag_moves"])
@@ -270,7 +279,7 @@ class _Measure:
         end = (cx + sign * spec["drag_dx"], cy + sign * spec["drag_dy"])
         events += [{"type": "mouseReleased", "x": end[0], "y": end[1], "button": "left", "buttons": 0, "clickCount": 1},
                    {"type": "mouseMoved", "x": cx, "y": cy, "button": "none", "buttons": 0}]
-        await self.bp.mouse("mouse drag", events)
+        return asyncio.ensure_future(self.bp.mouse("mouse drag", events)), {"drag": True}
 
     async def run(self) -> Measurements:
         m, bp, t = self.m, self.bp, self.t
@@ -374,6 +383,26 @@ def _larger_world(early: dict | None, late: dict) -> dict:
     best = dict(early if size(early) > size(late) else late)
     best["canvas"] = late.get("canvas", best.get("canvas"))
     return best
+
+
+async def _beside(call, dispatch: asyncio.Future, spent: dict):
+    """Await a page call while an input's dispatch runs: a failed dispatch ends the call at once;
+    the dispatch is over before the call's answer is returned (time waited for it after the
+    answer goes to spent["inputs"])."""
+    task = asyncio.ensure_future(call)
+    try:
+        await asyncio.wait({task, dispatch}, return_when=asyncio.FIRST_EXCEPTION)
+        if dispatch.done() and dispatch.exception() is not None:
+            raise dispatch.exception()
+        got = await task
+        c = time.monotonic()
+        await dispatch
+        spent["inputs"] += time.monotonic() - c
+        return got
+    finally:
+        for f in (task, dispatch):
+            if not f.done():
+                f.cancel()
 
 
 async def _both(a, b) -> tuple:
