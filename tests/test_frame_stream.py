@@ -1,0 +1,69 @@
+"""The check's pictures (browser/bounded.py FrameStream), in real Chromium: a picture is never older
+than its request, and a page that draws nothing new still gets one at once."""
+
+import asyncio
+import time
+
+import numpy as np
+
+from showcase.browser.bounded import FrameStream
+from showcase.browser.launch import launch_browser
+from showcase.check.pixels import to_array
+
+# The page paints its whole body a colour of its own each frame (red = frame count), slowly: each
+# frame blocks its main thread 300 ms, so a stale picture would be several counts behind.
+COUNTING = """<!doctype html><body style="margin:0"><script>
+window.n = 0;
+function f() { const s = performance.now(); while (performance.now() - s < 300) {}
+  window.n++; document.body.style.background = `rgb(${window.n % 256}, 40, 90)`; requestAnimationFrame(f); }
+requestAnimationFrame(f);
+</script>"""
+STILL = """<!doctype html><body style="margin:0;background:rgb(10,200,30)">"""
+
+
+def _red(png: bytes) -> int:
+    return int(np.median(to_array(png)[..., 0]))
+
+
+async def _counting() -> list[tuple[int, int, float]]:
+    async with launch_browser() as browser:
+        page = await browser.new_page(viewport={"width": 320, "height": 240})
+        await page.set_content(COUNTING)
+        cdp = await page.context.new_cdp_session(page)
+        stream = FrameStream(cdp)
+        await asyncio.wait_for(stream.png_after(time.time(), 2.0), 20)
+        out = []
+        for _ in range(4):
+            await asyncio.sleep(0.5)
+            n = await page.evaluate("window.n")  # painted before this answer came
+            t = time.monotonic()
+            png = await asyncio.wait_for(stream.png_after(time.time(), 2.0), 20)
+            out.append((n, _red(png), time.monotonic() - t))
+        return out
+
+
+async def _still() -> list[tuple[tuple[int, int, int], float]]:
+    async with launch_browser() as browser:
+        page = await browser.new_page(viewport={"width": 320, "height": 240})
+        await page.set_content(STILL)
+        cdp = await page.context.new_cdp_session(page)
+        stream = FrameStream(cdp)
+        await page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")  # painted
+        out = []
+        for patience in (0.0, 0.0, 0.5):
+            t = time.monotonic()
+            png = await asyncio.wait_for(stream.png_after(time.time(), patience), 20)
+            out.append((tuple(int(v) for v in np.median(to_array(png).reshape(-1, 3), axis=0)), time.monotonic() - t))
+        return out
+
+
+def test_a_picture_shows_the_page_as_it_was_at_the_request_or_later():
+    for n, red, _ in asyncio.run(_counting()):
+        # the colour the page had painted when asked, or a later one (frames are 300 ms apart)
+        assert n % 256 <= red <= (n + 4) % 256, (n, red)
+
+
+def test_a_page_that_draws_nothing_new_still_gets_its_picture_at_once():
+    shots = asyncio.run(_still())
+    for colour, took in shots:
+        assert colour == (10, 200, 30), shots
