@@ -10,12 +10,14 @@ from showcase.browser.bounded import FrameStream
 from showcase.browser.launch import launch_browser
 from showcase.check.pixels import to_array
 
-# The page paints its whole body a colour of its own each frame (red = frame count), slowly: each
-# frame blocks its main thread 300 ms, so a stale picture would be several counts behind.
-COUNTING = """<!doctype html><body style="margin:0"><script>
+# The page clears a WebGL canvas to a colour of its own each frame (red = frame count), slowly:
+# each frame blocks its main thread 300 ms, so a stale picture would be one or more counts behind.
+COUNTING = """<!doctype html><body style="margin:0"><canvas width="320" height="240"></canvas><script>
+const gl = document.querySelector('canvas').getContext('webgl2');
 window.n = 0;
 function f() { const s = performance.now(); while (performance.now() - s < 300) {}
-  window.n++; document.body.style.background = `rgb(${window.n % 256}, 40, 90)`; requestAnimationFrame(f); }
+  window.n++; gl.clearColor((window.n % 256) / 255, 40 / 255, 90 / 255, 1); gl.clear(gl.COLOR_BUFFER_BIT);
+  requestAnimationFrame(f); }
 requestAnimationFrame(f);
 </script>"""
 STILL = """<!doctype html><body style="margin:0;background:rgb(10,200,30)">"""
@@ -35,7 +37,8 @@ async def _counting() -> list[tuple[int, int, float]]:
         out = []
         for _ in range(4):
             await asyncio.sleep(0.5)
-            n = await page.evaluate("window.n")  # painted before this answer came
+            # answered in the next frame's callback: frame n was drawn and handed on before it
+            n = await page.evaluate("new Promise((r) => requestAnimationFrame(() => r(window.n)))")
             t = time.monotonic()
             png = await asyncio.wait_for(stream.png_after(time.time(), 2.0), 20)
             out.append((n, _red(png), time.monotonic() - t))
