@@ -335,7 +335,7 @@ def test_checks_side_by_side_in_the_run_browser_each_keep_their_own_verdict(dirs
             time.sleep(0.05)
         versions = watcher.stop(timeout_s=120)
     assert [v.sha256 for v in versions] == [hashlib.sha256(p.encode()).hexdigest() for p in pages]
-    assert [v.loaded_without_errors for v in versions] == [True, False, True, False, False, True]
+    assert [v.loaded_without_errors for v in versions] == [True, False, True, False, False, True], [v.load_errors for v in versions]
     assert any("thrown while settling" in e for e in versions[1].load_errors), versions[1].load_errors
     assert any("page frozen" in e for e in versions[3].load_errors), versions[3].load_errors
     assert any("said an error" in e for e in versions[4].load_errors), versions[4].load_errors

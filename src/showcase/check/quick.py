@@ -23,6 +23,7 @@ from showcase.task import Task
 QUICK_RENDERER = "llvmpipe"
 NAVIGATION_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 10.0
+OPENING_NAV_S = 1.0  # how long a navigation keeps the run's browser's opening turn at most
 FAILED_SHOT_S = 10.0  # a failed page's picture: its first frame may be seconds away on a busy machine
 WATCH_S = 0.05  # how often a wait looks for the page's first error
 
@@ -96,7 +97,7 @@ async def load_check(
     The errors seen by then are kept, and the screenshot shows the page as it was.
 
     browser: a running browser to open the page in (a fresh context); None: launch one for it.
-    opening: held while the page opens, not while it navigates (the run's browser opens one at a time).
+    opening: held while the page opens and navigates (the run's browser opens one at a time).
     task: whose import map the offline CDN answers (None: the default task's).
     """
     started = time.monotonic()
@@ -104,13 +105,12 @@ async def load_check(
     deadline = started + NAVIGATION_TIMEOUT_S + ready_timeout_s + settle_s + 2 * CALL_TIMEOUT_S
     shot_written = None
     async with (nullcontext(browser) if browser is not None else launch_browser(QUICK_RENDERER)) as browser:
-        # Only the opening (a context, its renderer) is taken in turn: the navigation overlaps the
-        # next page's opening (12 light pages through 8 slots: 40-52 s against 57-65 s when each
-        # also held the turn for up to 1 s of its navigation, at load 15-46).
         async with opening or nullcontext():
             bp = await BoundedPage.open(browser, html, cdn, (1280, 720), [load_script("ready.js")], deadline, CALL_TIMEOUT_S)
-        nav_start = bp.events.now()
-        nav = asyncio.ensure_future(bp.goto(NAVIGATION_TIMEOUT_S))
+            nav_start = bp.events.now()
+            nav = asyncio.ensure_future(bp.goto(NAVIGATION_TIMEOUT_S))
+            # The start of loading is shared out too, but a page slow to load holds no one up.
+            await asyncio.wait([nav], timeout=OPENING_NAV_S)
         try:
             nav_error, ready_after, judged = None, None, False
             try:
