@@ -122,6 +122,9 @@ def main() -> None:
     if seen_at and set(checked_at) >= set(seen_at):
         lag = max(checked_at.values()) - max(seen_at.values())
         print(f"every version checked, after the last was seen: {lag:5.1f} s (goal <= 30)")
+        last_seen = max(seen_at.values())
+        print("  each verdict after the last was seen (by n): "
+              + " ".join(f"{checked_at[n] - last_seen:.1f}" for n in sorted(checked_at)))
     else:
         print(f"verdicts seen while the run went: {len(checked_at)} of {len(seen_at)} versions")
     print(f"after the agent ended, load checks:  {events['load_checks_done']['detail']['seconds_after_agent']:7.1f} s")

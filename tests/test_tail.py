@@ -57,6 +57,40 @@ def test_stop_checks_the_final_file_first_and_leaves_the_backlog(tmp_path):
     assert sorted(row["n"] for row in rows) == [v.n for v in watcher.versions]  # one verdict each
 
 
+
+def test_a_check_abandoned_at_the_end_is_not_told_as_a_failure(tmp_path, caplog):
+    """The check under way when the final file loaded meets its browser's close: that is no
+    failure of the check (the version waits for the backlog), so the user is not told one."""
+    work, run = tmp_path / "work", tmp_path / "run"
+    work.mkdir()
+    release, ended = threading.Event(), threading.Event()
+    calls: list[bytes] = []
+
+    def closing_check(html: bytes) -> tuple[bool, list[str]]:
+        calls.append(html)
+        if len(calls) == 1:
+            release.wait(10)
+            ended.set()
+            raise RuntimeError("Browser.new_context: Target page, context or browser has been closed")
+        return well_formed_page(html)
+
+    watcher = Watcher(work, run, load_check=closing_check, check_workers=1).start()
+    pages = [page(i) for i in range(3)]
+    for data in pages:
+        (work / "game.html").write_bytes(data)
+        time.sleep(0.05)
+    wait_for(lambda: len(calls) == 1, what="the first check under way")
+    with caplog.at_level("WARNING", logger="showcase.run.watcher"):
+        watcher.stop(timeout_s=20, backlog=False)
+        assert watcher.final_record().loaded_without_errors is True
+        release.set()
+        assert ended.wait(10)
+        time.sleep(0.3)  # the abandoned check's thread goes on to its end
+    assert not [r for r in caplog.records if "failed" in r.getMessage()], caplog.text
+    first = watcher.versions[0]
+    assert first.loaded_without_errors is None and first.check_failure is None
+    assert first.n in watcher.unchecked()  # left for the backlog, as its verdict is still owed
+
 GOOD = "<!doctype html><title>good {}</title><script>window.ready=true</script>"
 THROWS = "<!doctype html><title>throws</title><script>window.ready=true;throw new Error(`final file broken`)</script>"
 

@@ -293,3 +293,53 @@ def test_reads_spooled_but_not_kept_before_a_kill_are_kept_at_the_next_start(dir
     versions = watcher.stop(timeout_s=10)
     assert [v.sha256 for v in versions] == [hashlib.sha256(d).hexdigest() for d in pages]
     assert not list((run / "versions").glob(".reads-*"))
+
+
+# Real pages for real load checks side by side: each must get the verdict it gets alone.
+GOOD = "<!doctype html><title>good {i}</title><script>window.ready = true</script>"
+THROWS_IN_SETTLE = ("<!doctype html><title>throws</title><script>window.ready = true; "
+                    "setTimeout(() => { throw new Error('thrown while settling') }, 800)</script>")
+FREEZES_IN_SETTLE = ("<!doctype html><title>freezes</title><script>window.ready = true; "
+                     "setTimeout(() => { for (;;) {} }, 800)</script>")
+CONSOLE_ERROR = "<!doctype html><title>console</title><script>window.ready = true; console.error('said an error')</script>"
+
+
+@pytest.mark.browser
+def test_checks_side_by_side_in_the_run_browser_each_keep_their_own_verdict(dirs):
+    """A burst checked three at a time in one warm browser: a page that throws, freezes or logs
+    an error while a good one settles beside it is still found, and the good ones still load."""
+    from showcase.browser.service import BrowserService
+    from showcase.check.quick import QUICK_RENDERER
+    from showcase.run.orchestrate import _quick_check_dict, _watcher_check
+
+    work, run = dirs
+    pages = [GOOD.format(i=1), THROWS_IN_SETTLE, GOOD.format(i=2), FREEZES_IN_SETTLE, CONSOLE_ERROR, GOOD.format(i=3)]
+    with BrowserService(QUICK_RENDERER, parallel=3).start(wait=True) as service:
+        running = {"now": 0, "most": 0}
+        lock = threading.Lock()
+        check = _watcher_check(_quick_check_dict(None, service))
+
+        def counted(html: bytes, picture=None):
+            with lock:
+                running["now"] += 1
+                running["most"] = max(running["most"], running["now"])
+            try:
+                return check(html, picture)
+            finally:
+                with lock:
+                    running["now"] -= 1
+
+        watcher = Watcher(work, run, load_check=counted, check_workers=3, pictures=True).start()
+        for data in pages:
+            (work / "game.html").write_text(data)
+            time.sleep(0.05)
+        versions = watcher.stop(timeout_s=120)
+    assert [v.sha256 for v in versions] == [hashlib.sha256(p.encode()).hexdigest() for p in pages]
+    assert [v.loaded_without_errors for v in versions] == [True, False, True, False, False, True], [v.load_errors for v in versions]
+    assert any("thrown while settling" in e for e in versions[1].load_errors), versions[1].load_errors
+    assert any("page frozen" in e for e in versions[3].load_errors), versions[3].load_errors
+    assert any("said an error" in e for e in versions[4].load_errors), versions[4].load_errors
+    assert running["most"] > 1  # they did run side by side
+    for v in versions:
+        if v.loaded_without_errors:
+            assert (run / v.picture).read_bytes()[:4] == b"\x89PNG"

@@ -589,17 +589,20 @@ class Watcher:
             errors = [str(e).splitlines()[0][:MAX_ERROR_CHARS] if str(e) else "" for e in errors][:MAX_ERROR_LINES]
             failure = None
         except Exception as exc:  # the checker broke: our fault, never the page's
-            log.warning("load check of version %d failed: %s", n, exc)
             loaded, errors, failure = None, [], f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         with self._lock:
             if generation is not None and generation != self._generation:
-                return  # abandoned, left for check_backlog: its picture, if any, is written again then
+                # Abandoned, left for check_backlog (its browser closed under it, most likely):
+                # not a failure to tell; its picture, if any, is written again then.
+                return
             record = self._records[n].model_copy(
                 update={"loaded_without_errors": loaded, "load_errors": errors, "check_failure": failure,
                         "picture": picture.relative_to(self.run_dir).as_posix() if picture and picture.is_file() else None}
             )
             self._records[n] = record
             append_jsonl(self.log_path, record.model_copy(update={"event": "load_checked"}))
+        if failure is not None:
+            log.warning("load check of version %d failed: %s", n, failure)
 
 
 def _read_line(stream, timeout_s: float) -> dict | None:
