@@ -295,7 +295,7 @@ def _first_line(exc: BaseException) -> str:
 
 async def _webgl_renderer(page: Page) -> str | None:
     try:
-        info = await page_webgl(page, PROBE_TIMEOUT_S * 2)
+        info = await page_webgl(page, NAV_TIMEOUT_S)  # under load a first GL context can take 10 s; a timeout is not "no WebGL"
     except Exception:
         return None
     return info.get("renderer") if info.get("available") else None
