@@ -7,9 +7,9 @@ and a heavy one (~50k instanced cubes, ~600k triangles), both with a camera tour
 instances. Each is recorded on the virtual clock, and (unless --no-realtime) in real time for
 comparison. Printed per recording: wall time / clip length, the step of the page's own
 performance.now() between frames (virtual: should be exactly 1000/fps ms), distinct frames, the
-CPU time our processes spent per second of clip (browser, driver and ffmpeg, reaped children of
-this process: the figure that stays put when other processes share the cores), and the load of
-the machine meanwhile.
+CPU seconds our processes spent per second of clip (this one, the browser, its driver and
+ffmpeg: the figure that stays put when other processes share the cores), and the load of the
+machine meanwhile.
 """
 
 import argparse
@@ -17,7 +17,10 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 from pathlib import Path
+
+import psutil
 
 from showcase.clip import record_clip_file
 from showcase.clip.record import parse_size
@@ -90,10 +93,40 @@ def cpu_busy() -> tuple[float, float]:
     return sum(fields) - idle, sum(fields)
 
 
-def our_cpu() -> float:
-    """CPU seconds of this process and its reaped children (the browser, its driver, ffmpeg)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+class TreeCpu:
+    """CPU seconds of this process and every process under it (browser, driver, ffmpeg), sampled
+    every 0.2 s in a thread: the figure that stays put when other processes share the cores.
+    Only children that were reaped count in os.times(), and Chromium's do not all get there."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                t = p.cpu_times()
+                self.seen[p.pid] = max(self.seen.get(p.pid, 0.0), t.user + t.system)
+            except psutil.Error:
+                pass
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.2):
+            self._sample()
+
+    def __enter__(self) -> "TreeCpu":
+        self._sample()
+        self.start = sum(self.seen.values())
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._sample()
+        self.seconds = sum(self.seen.values()) - self.start
 
 
 def main() -> None:
@@ -113,11 +146,11 @@ def main() -> None:
         for name in args.pages.split(","):
             for realtime in modes:
                 b0, t0 = cpu_busy()
-                c0 = our_cpu()
-                r = record_clip_file(pages[name], Path(tmp) / f"{name}.mp4", seconds=args.seconds, fps=args.fps,
-                                     size=size, realtime=realtime)
+                with TreeCpu() as tree:
+                    r = record_clip_file(pages[name], Path(tmp) / f"{name}.mp4", seconds=args.seconds, fps=args.fps,
+                                         size=size, realtime=realtime)
                 b1, t1 = cpu_busy()
-                cpu = (our_cpu() - c0) / r.seconds
+                cpu = tree.seconds / r.seconds
                 if realtime:
                     # Real time: the page's picture changes only when it manages to draw; the step that
                     # matters is between distinct frames.
