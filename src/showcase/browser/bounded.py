@@ -64,92 +64,34 @@ async def capture_screenshot(cdp: CDPSession, fmt: str = "png", quality: int | N
     return base64.b64decode(shot["data"])
 
 
-class FrameStream:
-    """Frames the compositor presents, one on request, through a CDP screencast kept open.
+async def next_frame_png(cdp: CDPSession) -> bytes:
+    """The next frame the compositor presents, as PNG, through CDP's screencast; unbounded: the
+    caller bounds it.
 
     Starting a screencast makes the compositor draw a frame of what the page has committed and
     hand it over as it is presented; it does not wait for the page's main thread (a frozen page
     still shows its last frame). Page.captureScreenshot waits for a main-thread frame of its own
-    on top of the page's: on software GL at 1-2 fps that cost 4-5 of the page's frames here; a
-    screencast started per picture 1-2, and its start and stop a second or more under load.
-
-    So the screencast stays open and the acknowledgement of the frame last handed out is held:
-    Chromium then encodes at most one frame more until the next request, which releases it and
-    takes the first frame presented after the request (by the frame's own swap time). A page that
-    presents none within `patience_s` (it draws nothing new) gets the screencast restarted, which
-    draws what it has committed, as a fresh start always did. Unbounded: the caller bounds it.
+    on top of the page's: on software GL at 1-2 fps that cost 4-5 of the page's frames here, a
+    screencast frame 1-2.
     """
+    done: asyncio.Future = asyncio.get_running_loop().create_future()
 
-    def __init__(self, cdp: CDPSession):
-        self.cdp = cdp
-        self._frames: asyncio.Queue = asyncio.Queue()
-        self._held: list[int] = []
-        self._on = False
-        cdp.on("Page.screencastFrame", self._frames.put_nowait)
+    def on_frame(event: dict) -> None:
+        if not done.done():
+            done.set_result(event["data"])
+        asyncio.ensure_future(cdp.send("Page.screencastFrameAck", {"sessionId": event["sessionId"]})).add_done_callback(
+            lambda f: f.cancelled() or f.exception())
 
-    async def png_after(self, since: float, patience_s: float) -> bytes:
-        """The first frame presented at or after `since` (time.time()), or a restart's frame."""
-        if not self._on:
-            return await self._start()
-        frame = self._newer_queued(since)
-        if frame is None:
-            self._release()
-            try:
-                frame = await asyncio.wait_for(self._next_newer(since), patience_s) if patience_s > 0 else None
-            except asyncio.TimeoutError:
-                frame = None
-            if frame is None:
-                return await self._restart()
-        return self._hand_out(frame)
-
-    async def _start(self) -> bytes:
-        await self.cdp.send("Page.startScreencast", {"format": "png", "everyNthFrame": 1})
-        self._on = True
-        return self._hand_out(await self._frames.get())
-
-    async def _restart(self) -> bytes:
-        self._on = False
-        await self.cdp.send("Page.stopScreencast")
-        self._held.clear()  # a new screencast counts its frames in flight afresh
-        while not self._frames.empty():
-            self._frames.get_nowait()
-        return await self._start()
-
-    def _hand_out(self, frame: dict) -> bytes:
-        self._held.append(frame["sessionId"])
-        return base64.b64decode(frame["data"])
-
-    def _newer_queued(self, since: float) -> dict | None:
-        found = None
-        while not self._frames.empty():
-            frame = self._frames.get_nowait()
-            if found is None and _presented(frame) >= since:
-                found = frame
-            else:
-                self._ack(frame["sessionId"])
-        return found
-
-    async def _next_newer(self, since: float) -> dict:
-        while True:
-            frame = await self._frames.get()
-            if _presented(frame) >= since:
-                return frame
-            self._ack(frame["sessionId"])
-
-    def _release(self) -> None:
-        for session_id in self._held:
-            self._ack(session_id)
-        self._held.clear()
-
-    def _ack(self, session_id: int) -> None:
-        ack = asyncio.ensure_future(self.cdp.send("Page.screencastFrameAck", {"sessionId": session_id}))
-        ack.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-
-def _presented(frame: dict) -> float:
-    """A frame's swap time (seconds since the epoch); one without it counts as presented now."""
-    ts = (frame.get("metadata") or {}).get("timestamp")
-    return float(ts) if isinstance(ts, (int, float)) else float("inf")
+    cdp.on("Page.screencastFrame", on_frame)
+    try:
+        await cdp.send("Page.startScreencast", {"format": "png", "everyNthFrame": 1})
+        try:
+            return base64.b64decode(await done)
+        finally:
+            stop = asyncio.ensure_future(cdp.send("Page.stopScreencast"))
+            stop.add_done_callback(lambda f: f.cancelled() or f.exception())
+    finally:
+        cdp.remove_listener("Page.screencastFrame", on_frame)
 
 
 async def page_webgl(page: Page, timeout_s: float) -> dict:

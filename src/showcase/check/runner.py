@@ -73,19 +73,13 @@ class _Measure:
         self.last_read: dict | None = None
         self.boxes: list = []
         self.frame_s: float | None = None  # seconds per drawn frame, from the last tour window
-        self.drawing = False  # the last window or step read saw the page draw
-
-    def patience(self) -> float:
-        """How long a screenshot waits for a newly presented frame: a few of the page's frames while it
-        draws; none when it drew nothing lately (it gets what it has committed at once)."""
-        return 3 * self.frame_s + 0.5 if self.drawing and self.frame_s else 0.0
 
     def mask(self) -> np.ndarray | None:
         """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
         return text_mask(self.boxes, self.r.viewport)
 
     async def shot(self) -> Shot:
-        png = await self.bp.screenshot(self.t.screenshot_timeout_s, patience_s=self.patience())
+        png = await self.bp.screenshot(self.t.screenshot_timeout_s)
         shot = Shot(png, to_array(png))
         self.m.last_shot = png
         return shot
@@ -150,8 +144,7 @@ class _Measure:
             await self.bp.garbled("reading a measuring window", got)
         next_t0 = answered[0]
         self.m.observed_s += next_t0 - t0
-        self.drawing = bool(got["win"].get("frames"))
-        if self.drawing:
+        if got["win"].get("frames"):
             self.frame_s = got["win"]["seconds"] / got["win"]["frames"]
         self.m.webgl_contexts, self.m.canvas2d_contexts = got["ctx"]["webgl"], got["ctx"]["c2d"]
         self.boxes = got.get("boxes") or []
@@ -240,7 +233,6 @@ class _Measure:
                 self.m.observed_s += now - t0
                 t0 = now
                 self.m.steps[name] = got
-                self.drawing = bool(got.get("frames"))
                 # The step is over in the page (the next window is open). Its closing screenshot
                 # must come before the next input; before a baseline it is taken while that runs.
                 nxt = plan[i + 1][1] if i + 1 < len(plan) else None
@@ -248,7 +240,7 @@ class _Measure:
                     pending = self._timed_shot(spent)
                     continue
                 c = time.monotonic()
-                png = await self.bp.screenshot(t.screenshot_timeout_s, patience_s=self.patience())
+                png = await self.bp.screenshot(t.screenshot_timeout_s)
                 spent["screenshots"] += time.monotonic() - c
                 self.m.last_shot = png
                 shots.append((name, png))
@@ -260,7 +252,7 @@ class _Measure:
 
     async def _timed_shot(self, spent: dict) -> bytes:
         c = time.monotonic()
-        png = await self.bp.screenshot(self.t.screenshot_timeout_s, patience_s=self.patience())
+        png = await self.bp.screenshot(self.t.screenshot_timeout_s)
         spent["screenshots"] += time.monotonic() - c
         self.m.last_shot = png
         return png

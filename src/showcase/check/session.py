@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 from playwright.async_api import Browser, CDPSession
 from playwright.async_api import Error as PlaywrightError
 
-from showcase.browser.bounded import FrameStream, answers, capture_screenshot, terminate_scripts
+from showcase.browser.bounded import answers, capture_screenshot, next_frame_png, terminate_scripts
 from showcase.browser.cdn import OfflineCdn
 from showcase.browser.page import PAGE_URL, PageSession, first_line, open_page
 from showcase.errors import InfraError
@@ -32,7 +32,6 @@ class BoundedPage:
         self.page = session.page
         self.events = session.events
         self.cdp = cdp
-        self.frames = FrameStream(cdp)
         self.deadline = deadline
         self.call_timeout_s = call_timeout_s
         self.frozen: str | None = None
@@ -223,9 +222,8 @@ class BoundedPage:
             if isinstance(r, BaseException):
                 raise r
 
-    async def screenshot(self, timeout_s: float, *, main_frame: bool = False, patience_s: float = 0.0) -> bytes:
-        """PNG of the first frame the compositor presents from now (see FrameStream); a page that
-        presents none within patience_s (0: a page known not to draw) gets what it has committed.
+    async def screenshot(self, timeout_s: float, *, main_frame: bool = False) -> bytes:
+        """PNG of the next frame the compositor presents (a screencast frame: see next_frame_png).
 
         main_frame: through Page.captureScreenshot instead, which waits for a frame of the page's
         main thread: a page frozen since its last frame gets no picture (how the quick load check
@@ -233,8 +231,7 @@ class BoundedPage:
         """
         if main_frame:
             return await self.call("screenshot", lambda: capture_screenshot(self.cdp, "png"), timeout_s)
-        since = time.time()
-        return await self.call("screenshot", lambda: self.frames.png_after(since, patience_s), timeout_s)
+        return await self.call("screenshot", lambda: next_frame_png(self.cdp), timeout_s)
 
     async def goto(self, timeout_s: float) -> str | None:
         """Navigate; None when the load event came, else why not (the page's fault)."""
