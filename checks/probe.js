@@ -271,7 +271,7 @@
   // `expect` names the step's last input event, which the check does not wait to be acknowledged:
   // {wheel: d} until trusted wheels summing |deltaY| >= d reached the page (coalesced wheels add
   // their deltas), {drag: true} until a move without buttons came after the release.
-  const inputDone = (w, expect) => !expect || (expect.wheel ? w.wheeled >= expect.wheel * 0.99 : w.rested);
+  const inputDone = (w, expect) => !expect || (expect.wheel ? w.wheeled >= expect.wheel * 0.99 : !expect.drag || w.rested);
   sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow, expect) => new Prom((resolve) => {
     const w = sc.win;
     if (!w) { resolve(null); return; }

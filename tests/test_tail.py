@@ -57,7 +57,6 @@ def test_stop_checks_the_final_file_first_and_leaves_the_backlog(tmp_path):
     assert sorted(row["n"] for row in rows) == [v.n for v in watcher.versions]  # one verdict each
 
 
-
 def test_a_check_abandoned_at_the_end_is_not_told_as_a_failure(tmp_path, caplog):
     """The check under way when the final file loaded meets its browser's close: that is no
     failure of the check (the version waits for the backlog), so the user is not told one."""
@@ -90,6 +89,7 @@ def test_a_check_abandoned_at_the_end_is_not_told_as_a_failure(tmp_path, caplog)
     first = watcher.versions[0]
     assert first.loaded_without_errors is None and first.check_failure is None
     assert first.n in watcher.unchecked()  # left for the backlog, as its verdict is still owed
+
 
 GOOD = "<!doctype html><title>good {}</title><script>window.ready=true</script>"
 THROWS = "<!doctype html><title>throws</title><script>window.ready=true;throw new Error(`final file broken`)</script>"
