@@ -21,11 +21,15 @@ from showcase.errors import InfraError
 CHROMIUM = os.environ.get("SHOWCASE_CHROMIUM", "/usr/bin/chromium")
 
 # Never let Chromium phone home: on a sealed machine those lookups fail noisily and slowly.
+# Nor build browser UI nobody sees: headless Chromium loads the omnibox popup's WebUI (a renderer
+# of its own) for every new page, about a second of CPU each, measured on a blank page; a run's
+# load checks open a page per version and the check's page shared the cores with it.
 QUIET_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup",
 ]
 
 # "swiftshader" is Chromium's default software GL, the published method's "software GL"; the

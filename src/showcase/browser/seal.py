@@ -37,15 +37,22 @@ fail() { echo "showcase-seal: $*" >&2; exit 3; }
 chromium=${SHOWCASE_SEAL_CHROMIUM:?}
 stage=${SHOWCASE_SEAL_STAGE:-start}
 udd=
+on=
+off=
 n=$#
 while [ "$n" -gt 0 ]; do
   a=$1; shift; n=$((n - 1))
   case $a in
     @UNSEALING@) continue ;;
     --user-data-dir=*) udd=${a#--user-data-dir=} ;;
+    # Chromium keeps only the last of each: Playwright's own list and ours are joined into one.
+    --enable-features=*) on=${on:+$on,}${a#--enable-features=}; continue ;;
+    --disable-features=*) off=${off:+$off,}${a#--disable-features=}; continue ;;
   esac
   set -- "$@" "$a"
 done
+[ -z "$on" ] || set -- "$@" "--enable-features=$on"
+[ -z "$off" ] || set -- "$@" "--disable-features=$off"
 [ -n "$udd" ] || fail "Playwright passed no --user-data-dir"
 run_chromium() {
   exec env -i PATH=/usr/bin:/bin HOME="$udd" TMPDIR="$udd" XDG_CONFIG_HOME="$udd/.config" \

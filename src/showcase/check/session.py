@@ -106,14 +106,14 @@ class BoundedPage:
             session = await asyncio.wait_for(open_page(browser, html, cdn, viewport, init_scripts), 20)
             cdp = await asyncio.wait_for(session.context.new_cdp_session(session.page), 20)
             bp = cls(session, cdp, deadline, call_timeout_s)
-            await asyncio.wait_for(cdp.send("Page.enable"), 20)
-            await asyncio.wait_for(cdp.send("Runtime.enable"), 20)
 
             def on_ready(_source: Any, at_ms: float) -> None:
                 if bp.ready_at_ms is None and bp.left is None:  # a later document's ready is not this page's
                     bp.ready_at_ms = float(at_ms)
 
-            await asyncio.wait_for(session.page.expose_binding("__scReady", on_ready), 20)
+            # Independent of each other and all before navigation: sent at once, not one round trip each.
+            await asyncio.wait_for(asyncio.gather(
+                cdp.send("Page.enable"), cdp.send("Runtime.enable"), session.page.expose_binding("__scReady", on_ready)), 20)
         except (PlaywrightError, asyncio.TimeoutError) as exc:
             raise InfraError(f"Chromium could not open a page: {first_line(str(exc)) or type(exc).__name__}") from exc
         return bp
