@@ -49,10 +49,7 @@ async def _still() -> list[tuple[int, int, int]]:
         await page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")  # painted
         out = []
         for _ in range(3):
-            png = await asyncio.wait_for(next_frame_png(cdp), 20)
-            # next_frame_png sends its screencast's stop without awaiting it: a start right after
-            # could find the last one still active (the check never takes two pictures back to back)
-            await asyncio.sleep(0.2)
+            png = await asyncio.wait_for(next_frame_png(cdp), 20)  # back to back: the last stop is awaited first
             out.append(tuple(int(v) for v in np.median(to_array(png).reshape(-1, 3), axis=0)))
         return out
 
@@ -63,6 +60,6 @@ def test_a_picture_shows_the_page_as_it_was_at_the_request_or_later():
         assert n % 256 <= red <= (n + 4) % 256, (n, red)
 
 
-def test_a_page_that_draws_nothing_new_still_gets_its_picture():
+def test_a_page_that_draws_nothing_new_still_gets_its_picture_back_to_back():
     shots = asyncio.run(_still())
     assert shots == [(10, 200, 30)] * 3, shots

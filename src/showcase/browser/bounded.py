@@ -8,6 +8,7 @@ and stable layout, which a frame-by-frame capture does not need.
 
 import asyncio
 import base64
+import weakref
 from typing import Any, Awaitable, Callable
 
 from playwright.async_api import Browser, CDPSession, Page
@@ -64,6 +65,10 @@ async def capture_screenshot(cdp: CDPSession, fmt: str = "png", quality: int | N
     return base64.b64decode(shot["data"])
 
 
+STOP_WAIT_S = 5.0  # a screencast's stop takes one round trip; a browser that never answers is found by the next call's bound
+_stopping: "weakref.WeakKeyDictionary[CDPSession, asyncio.Future]" = weakref.WeakKeyDictionary()
+
+
 async def next_frame_png(cdp: CDPSession) -> bytes:
     """The next frame the compositor presents, as PNG, through CDP's screencast; unbounded: the
     caller bounds it.
@@ -74,6 +79,11 @@ async def next_frame_png(cdp: CDPSession) -> bytes:
     on top of the page's: on software GL at 1-2 fps that cost 4-5 of the page's frames here, a
     screencast frame 1-2.
     """
+    # The last picture's stop is sent, not awaited (a picture must not wait for it); the next
+    # start waits for it here, or Chromium answers "Screencast is already active".
+    previous = _stopping.pop(cdp, None)
+    if previous is not None:
+        await asyncio.wait([previous], timeout=STOP_WAIT_S)
     done: asyncio.Future = asyncio.get_running_loop().create_future()
 
     def on_frame(event: dict) -> None:
@@ -90,6 +100,7 @@ async def next_frame_png(cdp: CDPSession) -> bytes:
         finally:
             stop = asyncio.ensure_future(cdp.send("Page.stopScreencast"))
             stop.add_done_callback(lambda f: f.cancelled() or f.exception())
+            _stopping[cdp] = stop
     finally:
         cdp.remove_listener("Page.screencastFrame", on_frame)
 
