@@ -13,9 +13,30 @@
 // checker to confirm against real screenshots: the camera through window.scene.onBeforeRender,
 // the scene graph's parts and what moves in it, and the page's text.
 (() => {
-  if (window.top !== window) return;
+  if (window.top !== window) {
+    // A frame inside the page: its WebGL natives must not clear the error flag of a context drawn
+    // in another document (that would hide refused draws from the top frame's count below).
+    const apply = Reflect.apply;
+    const canvasOf = (proto) => Object.getOwnPropertyDescriptor(proto, 'canvas').get;
+    const ownerOf = Object.getOwnPropertyDescriptor(Node.prototype, 'ownerDocument').get;
+    // The native getter's brand check works across frames; an OffscreenCanvas has no document.
+    const ownerDoc = (c) => { try { return apply(ownerOf, c, []); } catch (e) { return null; } };
+    const doc = document;
+    for (const proto of [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype]) {
+      if (!proto) continue;
+      const getError = proto.getError, canvas = canvasOf(proto);
+      proto.getError = function getError_() {
+        const c = apply(canvas, this, []);
+        const owner = c ? ownerDoc(c) : null;
+        if (owner && owner !== doc) throw new TypeError('Illegal invocation');
+        return apply(getError, this, []);
+      };
+    }
+    return;
+  }
   const TOKEN = '%TOKEN%';
   const apply = Reflect.apply;
+  const defineOwn = Reflect.defineProperty;  // an own element, past any setter a page puts on Array.prototype
   const raf = window.requestAnimationFrame;
   const now = performance.now;
   const perf = performance;
@@ -32,7 +53,7 @@
     frames: 0,            // of those, frames in which the page drew with WebGL
     webglContexts: 0,     // WebGL contexts the page created
     canvas2dContexts: 0,  // 2D contexts the page created
-    cur: { draws: 0, parts: 0, triangles: 0 },
+    cur: { draws: 0, parts: 0, triangles: 0, refused: false },
     maxFrame: { draws: 0, parts: 0, triangles: 0 },
     cameraCounts: new Map(), // camera -> renders of window.scene with it
     mainCamera: null,
@@ -46,7 +67,8 @@
   const tick = () => {
     sc.ticks += 1;
     const c = sc.cur;
-    if (c.draws > 0) {
+    refusals(c);
+    if (c.draws > 0 && !c.refused) {
       sc.frames += 1;
       const m = sc.maxFrame;
       if (c.draws > m.draws || c.parts > m.parts || c.triangles > m.triangles) {
@@ -57,7 +79,7 @@
         apply(debug, con, [TOKEN, 'max', m.draws, m.parts, m.triangles]);
       }
     }
-    sc.cur = { draws: 0, parts: 0, triangles: 0 };
+    sc.cur = { draws: 0, parts: 0, triangles: 0, refused: false };
     apply(raf, window, [tick]);
     sc.poll();
   };
@@ -80,8 +102,29 @@
   };
 
   // --- draw calls and triangles per frame ---
+  // A draw WebGL refuses (no program, buffers too short for the count) throws nothing and draws
+  // nothing: counted as it is called, it would claim any number of triangles for free. So each
+  // frame ends with one getError per context the page drew to; a frame with an error (or one the
+  // page itself read) counts neither as a drawn frame nor toward the world's size. The error we
+  // read is held for the page: its own next getError on that context returns it.
+  const NO_ERROR = 0;
+  const held = new WeakMap();
+  const wmGet = WeakMap.prototype.get, wmSet = WeakMap.prototype.set, wmDelete = WeakMap.prototype.delete;
+  let drawnTo = [];  // {ctx, getError} of the contexts drawn to in this frame
+  const refusals = (c) => {
+    const list = drawnTo;
+    drawnTo = [];
+    for (let i = 0; i < list.length; i++) {
+      let e = NO_ERROR;
+      try { e = apply(list[i].getError, list[i].ctx, []); } catch (err) { e = NO_ERROR; }
+      if (e !== NO_ERROR) {
+        c.refused = true;
+        if (apply(wmGet, held, [list[i].ctx]) === undefined) apply(wmSet, held, [list[i].ctx, e]);
+      }
+    }
+  };
   const trianglesOf = (mode, count) => (mode === 4 ? M.floor(count / 3) : mode === 5 || mode === 6 ? (count > 2 ? count - 2 : 0) : 0);
-  const wrapDraw = (proto, name, countArg, instArg) => {
+  const wrapDraw = (proto, name, countArg, instArg, getError) => {
     const orig = proto && proto[name];
     if (typeof orig !== 'function') return;
     proto[name] = function (...args) {
@@ -92,15 +135,29 @@
       c.draws += 1;
       c.parts += inst;
       c.triangles += trianglesOf(args[0], args[countArg] | 0) * inst;
+      let seen = false;
+      for (let i = 0; i < drawnTo.length; i++) if (drawnTo[i].ctx === this) seen = true;
+      if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx: this, getError }, writable: true, enumerable: true, configurable: true });
       return out;
+    };
+  };
+  const wrapGetError = (proto, getError) => {
+    proto.getError = function getError_() {
+      const e = apply(wmGet, held, [this]);
+      if (e !== undefined) { apply(wmDelete, held, [this]); return e; }
+      const now_ = apply(getError, this, []);
+      if (now_ !== NO_ERROR) sc.cur.refused = true;
+      return now_;
     };
   };
   for (const proto of [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype]) {
     if (!proto) continue;
-    wrapDraw(proto, 'drawArrays', 2, null);
-    wrapDraw(proto, 'drawElements', 1, null);
-    wrapDraw(proto, 'drawArraysInstanced', 2, 3);
-    wrapDraw(proto, 'drawElementsInstanced', 1, 4);
+    const getError = proto.getError;
+    wrapGetError(proto, getError);
+    wrapDraw(proto, 'drawArrays', 2, null, getError);
+    wrapDraw(proto, 'drawElements', 1, null, getError);
+    wrapDraw(proto, 'drawArraysInstanced', 2, 3, getError);
+    wrapDraw(proto, 'drawElementsInstanced', 1, 4, getError);
   }
 
   // --- camera pose through window.scene.onBeforeRender ---
