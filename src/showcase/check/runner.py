@@ -312,29 +312,17 @@ class _Measure:
             m.load_end_s = bp.events.now()
             # The pointer rests at the centre from here on, as a viewer's would; moving it there
             # now (not just before the controls) saves a frame-bound call and a screenshot later.
-            # Dispatched beside the wait for a frame: its acknowledgement waits for a frame too.
             cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-            rest = asyncio.ensure_future(bp.mouse("mouse move", [{"type": "mouseMoved", "x": cx, "y": cy, "button": "none", "buttons": 0}]))
-            await _beside(self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
-                                           f"({{frames: this.frames().ticks - {int(f0)}}})", "waiting for a frame after ready"),
-                          rest, {})
-            mark("tour window 1")
-            # One call finds the page's text, takes the snapshot the animation item starts from and
-            # opens the first window, while the screenshot of the frame after ready is taken: the
-            # window opens when the call answers, not after the picture.
-            opened: list[float] = []
-
-            async def open_window() -> object:
-                got = await bp.probe("({boxes: this.textBoxes(), open: (this.snapshot(), this.attach(), this.startWindow())})",
-                                     "opening the first measuring window")
-                opened.append(time.monotonic())
-                return got
-
-            first, self.prev = await _both(open_window(), self.shot())
-            boxes = first.get("boxes") if isinstance(first, dict) else None
+            await bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
+            await self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
+                                   f"({{frames: this.frames().ticks - {int(f0)}}})", "waiting for a frame after ready")
+            boxes, self.prev = await _both(bp.probe("this.textBoxes()", "finding the page's text"), self.shot())
             self.boxes = boxes if isinstance(boxes, list) else []
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"], self.mask()), 4)
-            win, got, t0 = await self.window(1, opened[0], chain=True)
+            mark("tour window 1")
+            # One call: the snapshot the animation item starts from, and the first window opened.
+            await bp.probe("(this.snapshot(), this.attach(), this.startWindow())", "opening the first measuring window")
+            win, got, t0 = await self.window(1, time.monotonic(), chain=True)
             m.windows.append(win)
             m.text = _join_text(m.text, got.get("text"))
             mark("tour window 2")
@@ -400,7 +388,7 @@ def _larger_world(early: dict | None, late: dict) -> dict:
 async def _beside(call, dispatch: asyncio.Future, spent: dict):
     """Await a page call while an input's dispatch runs: a failed dispatch ends the call at once;
     the dispatch is over before the call's answer is returned (time waited for it after the
-    answer goes to spent["inputs"], when given)."""
+    answer goes to spent["inputs"])."""
     task = asyncio.ensure_future(call)
     try:
         await asyncio.wait({task, dispatch}, return_when=asyncio.FIRST_EXCEPTION)
@@ -409,7 +397,7 @@ async def _beside(call, dispatch: asyncio.Future, spent: dict):
         got = await task
         c = time.monotonic()
         await dispatch
-        spent["inputs"] = spent.get("inputs", 0.0) + time.monotonic() - c
+        spent["inputs"] += time.monotonic() - c
         return got
     finally:
         for f in (task, dispatch):
