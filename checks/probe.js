@@ -13,6 +13,8 @@
 // checker to confirm against real screenshots: the camera through window.scene.onBeforeRender,
 // the scene graph's parts and what moves in it, and the page's text.
 (() => {
+  // The WebGL prototypes of this frame (a browser without WebGL 2 has only the first).
+  const glProtos = [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype].filter(Boolean);
   if (window.top !== window) {
     // A frame inside the page: its WebGL natives must not clear the error flag of a context drawn
     // in another document (that would hide refused draws from the top frame's count below).
@@ -22,8 +24,7 @@
     // The native getter's brand check works across frames; an OffscreenCanvas has no document.
     const ownerDoc = (c) => { try { return apply(ownerOf, c, []); } catch (e) { return null; } };
     const doc = document;
-    for (const proto of [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype]) {
-      if (!proto) continue;
+    for (const proto of glProtos) {
       const getError = proto.getError, canvas = canvasOf(proto);
       proto.getError = function getError_() {
         const c = apply(canvas, this, []);
@@ -153,8 +154,7 @@
       return now_;
     };
   };
-  for (const proto of [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype]) {
-    if (!proto) continue;
+  for (const proto of glProtos) {
     const getError = proto.getError;
     wrapGetError(proto, getError);
     wrapDraw(proto, 'drawArrays', 2, null, getError);
