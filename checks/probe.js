@@ -58,6 +58,7 @@
     maxFrame: { draws: 0, parts: 0, triangles: 0 },
     cameraCounts: new Map(), // camera -> renders of window.scene with it
     mainCamera: null,
+    posed: 0,             // renders of the main camera seen since window.scene was hooked
     lastPose: null,
     win: null,
     hooked: null,
@@ -199,6 +200,7 @@
     sc.cameraCounts.set(camera, n);
     if (!sc.mainCamera || (camera !== sc.mainCamera && n > (sc.cameraCounts.get(sc.mainCamera) || 0))) sc.mainCamera = camera;
     if (camera !== sc.mainCamera) return;
+    sc.posed += 1;
     const pose = poseOf(camera.matrixWorld);
     pose.lens = lensOf(camera);
     pose.t = clock();
@@ -538,7 +540,7 @@
     readWindow: () => sc.readWindow(),
     waitFrames: (minFrames, minMs, maxMs, next, fromNow, expect) => sc.waitFrames(minFrames, minMs, maxMs, !!next, !!fromNow,
       expect && typeof expect === 'object' ? { wheel: +expect.wheel || 0, drag: !!expect.drag } : null),
-    frames: () => ({ frames: sc.frames, ticks: sc.ticks }),
+    frames: () => ({ frames: sc.frames, ticks: sc.ticks, posed: sc.posed }),
     snapshot: () => sc.snapshot(),
     compare: (i, j) => sc.compare(i, j),
     world: () => sc.world(),

@@ -35,6 +35,9 @@ from showcase.io import write_bytes_atomic
 from showcase.run.monitor import ForeignProcessMonitor
 
 
+WINDOW_2 = "tour window 2"  # its closing picture is taken during the first control step
+
+
 @dataclass
 class Shot:
     png: bytes
@@ -73,16 +76,20 @@ class _Measure:
         self.last_read: dict | None = None
         self.boxes: list = []
         self.frame_s: float | None = None  # seconds per drawn frame, from the last tour window
+        self.picture: asyncio.Future | None = None  # a window's closing screenshot, still being taken
 
     def mask(self) -> np.ndarray | None:
         """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
         return text_mask(self.boxes, self.r.viewport)
 
-    async def shot(self) -> Shot:
+    async def png(self) -> bytes:
         png = await self.bp.screenshot(self.t.screenshot_timeout_s)
-        shot = Shot(png, to_array(png))
         self.m.last_shot = png
-        return shot
+        return png
+
+    async def shot(self) -> Shot:
+        png = await self.png()
+        return Shot(png, to_array(png))
 
     async def wait_frames(self, min_s: float, min_frames: int, max_s: float, t0: float, read: str, what: str) -> dict:
         """Wait min_s, then on until min_frames new frames have shown, bounded by max_s; returns `read`'s value.
@@ -112,9 +119,12 @@ class _Measure:
             await self.bp.garbled(what, got)
         return got
 
-    async def window(self, index: int, t0: float, chain: bool) -> tuple[dict, dict, float]:
+    async def window(self, index: int, t0: float, chain: bool, also: str = "", picture_later: bool = False) -> tuple[dict, dict, float]:
         """One tour window, opened at t0: camera deviation, frames, a scene snapshot, pixels changed
-        since the last screenshot; with `chain` the call that closes it opens the next window.
+        since the last screenshot; with `chain` the call that closes it opens the next window;
+        `also`: more fields of the closing call's answer (", key: expression"). With `picture_later`
+        its screenshot is only started (self.picture, for the next window to take while it runs) and
+        its pixel share is set by close_picture.
 
         Calls into the page are few and combined: at 1 fps each one waits for a frame.
         """
@@ -133,13 +143,18 @@ class _Measure:
         async def read() -> dict:
             got = await self.bp.probe(
                 "({win: this.readWindow(), snap: this.snapshot(), text: this.text(), boxes: this.textBoxes(), ctx: this.contexts()"
-                + (", next: (this.attach(), this.startWindow())" if chain else "") + "})",
+                + also + (", next: (this.attach(), this.startWindow())" if chain else "") + "})",
                 "reading a measuring window",
             )
             answered.append(time.monotonic())
             return got
 
-        got, shot = await _both(read(), self.shot())
+        if picture_later:
+            got, shot = await read(), None
+            self.picture = asyncio.ensure_future(self.png())
+            self.picture.add_done_callback(lambda f: f.cancelled() or f.exception())  # read by controls, if they run
+        else:
+            got, shot = await _both(read(), self.shot())
         if not isinstance(got, dict) or not isinstance(got.get("win"), dict):
             await self.bp.garbled("reading a measuring window", got)
         next_t0 = answered[0]
@@ -149,10 +164,17 @@ class _Measure:
         self.m.webgl_contexts, self.m.canvas2d_contexts = got["ctx"]["webgl"], got["ctx"]["c2d"]
         self.boxes = got.get("boxes") or []
         win = got["win"]
-        win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"], self.mask()), 4) if self.prev else None
         win["index"] = index
-        self.prev = shot
+        win["pixel_share"] = None
+        if shot is not None:
+            self.close_picture(win, shot)
         return win, got, next_t0
+
+    def close_picture(self, win: dict, shot: Shot) -> None:
+        """The window's changed-pixel share, from the picture before it to `shot`, its closing one."""
+        if self.prev is not None:
+            win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"], self.mask()), 4)
+        self.prev = shot
 
     # --- the plan: windows and steps counted in frames, bounded in seconds, the sum inside the bound ---
     STEPS = 6
@@ -174,7 +196,7 @@ class _Measure:
         floor = min(self.t.step_max_s, max(self.t.step_s, 2.5 * frame))
         return max(floor, min(self.t.step_max_s, (self.bp.remaining() - 1) / steps_left - 4 * frame))
 
-    async def controls(self) -> None:
+    async def controls(self, window_2: dict, t0: float) -> None:
         """Six chained steps: baseline, wheel in, wheel out, baseline, drag, drag back.
 
         Each input is followed by its reverse: a page's own motion (a zooming or turning tour)
@@ -183,27 +205,29 @@ class _Measure:
         opens the next window), then its screenshot is taken, then the next input is dispatched and
         the next step's call sent at once: at 1 fps each call into the page waits for a frame, so a
         step costs its frames and little else.
-        The first window was opened by the caller.
+        The first step's window was opened by window 2's closing call, whose picture (self.picture)
+        is taken while that step runs.
         """
         t, spec = self.t, self.r.items["10"]
         plan = [("baseline before wheel", None), ("wheel", lambda: self.wheel(1)), ("wheel back", lambda: self.wheel(-1)),
                 ("baseline before drag", None), ("drag", lambda: self.drag(1)), ("drag back", lambda: self.drag(-1))]
-        t0 = time.monotonic()
         shots: list[tuple[str, bytes]] = []
         try:
             await self._steps(plan, t0, shots)
         finally:
             # Pictures are decoded and compared after the steps, off the time the page is watched.
-            prev = self.prev
             for name, png in shots:
-                rgb = to_array(png)
-                self.m.steps[name]["pixel_share"] = round(changed_share(prev.rgb, rgb, spec["pixel_tolerance"], self.mask()), 4)
-                prev = Shot(png, rgb)
-            self.prev = prev
+                shot = Shot(png, to_array(png))
+                if name == WINDOW_2:
+                    self.close_picture(window_2, shot)
+                    continue
+                self.m.steps[name]["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, spec["pixel_tolerance"], self.mask()), 4)
+                self.prev = shot
 
     async def _steps(self, plan: list, t0: float, shots: list[tuple[str, bytes]]) -> None:
         t = self.t
-        pending = None  # the screenshot that closes the step before, taken while a baseline runs
+        # the screenshot that closes the step before (or tour window 2), taken while a baseline runs
+        pending, self.picture = self.picture, None
         spent = {"inputs": 0.0, "frames": 0.0, "screenshots": 0.0}
         try:
             for i, (name, action) in enumerate(plan):
@@ -220,12 +244,18 @@ class _Measure:
                     f"this.waitFrames({int(t.step_min_frames)}, {t.step_s * 1000:.0f}, {bound * 1000:.0f}, {more}, {after_input}, "
                     f"{json.dumps(expect)})", what, wait_s=bound)
                 if dispatch is not None:
-                    got, png = await _beside(call, dispatch, spent), None
+                    got = await _beside(call, dispatch, spent)
+                elif pending is not None:
+                    # The picture is kept even when the step fails: it closes what came before.
+                    got, png = await asyncio.gather(call, pending, return_exceptions=True)
+                    pending = None
+                    if not isinstance(png, BaseException):
+                        shots.append((plan[i - 1][0] if i else WINDOW_2, png))
+                    for r in (got, png):
+                        if isinstance(r, BaseException):
+                            raise r
                 else:
-                    got, png = await _both(call, pending) if pending is not None else (await call, None)
-                if png is not None:
-                    shots.append((plan[i - 1][0], png))
-                pending = None
+                    got = await call
                 if not isinstance(got, dict) or not isinstance(got.get("frames"), (int, float)):
                     await self.bp.garbled(what, got)
                 now = time.monotonic()
@@ -236,23 +266,28 @@ class _Measure:
                 # The step is over in the page (the next window is open). Its closing screenshot
                 # must come before the next input; before a baseline it is taken while that runs.
                 nxt = plan[i + 1][1] if i + 1 < len(plan) else None
+                before = shots[-1][1] if action is not None and shots else None
                 if i + 1 < len(plan) and nxt is None:
-                    pending = self._timed_shot(spent)
+                    pending = self._timed_shot(spent, before)
                     continue
-                c = time.monotonic()
-                png = await self.bp.screenshot(t.screenshot_timeout_s)
-                spent["screenshots"] += time.monotonic() - c
-                self.m.last_shot = png
-                shots.append((name, png))
+                shots.append((name, await self._timed_shot(spent, before)))
         finally:
-            if pending is not None:
+            if isinstance(pending, asyncio.Future):
+                pending.cancel()
+            elif pending is not None:
                 pending.close()
             for k, v in spent.items():
                 self.m.phases[f"controls: {k}"] = round(v, 2)
 
-    async def _timed_shot(self, spent: dict) -> bytes:
+    async def _timed_shot(self, spent: dict, before: bytes | None = None) -> bytes:
+        """A step's closing picture. One identical to `before` (the picture that opened a step with an
+        input) is taken once more: on a page at about 1 fps a screencast's first frame was now and then
+        the previous picture's frame again (the same bytes while the camera had moved), which would
+        read as no answer."""
         c = time.monotonic()
         png = await self.bp.screenshot(self.t.screenshot_timeout_s)
+        if before is not None and png == before:
+            png = await self.bp.screenshot(self.t.screenshot_timeout_s)
         spent["screenshots"] += time.monotonic() - c
         self.m.last_shot = png
         return png
@@ -304,40 +339,49 @@ class _Measure:
             mark("after ready")
             # The world and text as they are at ready, first of all: a page that freezes or leaves
             # soon after keeps what it showed.
-            early = await bp.probe("(this.attach(), {ticks: this.frames().ticks, world: this.world(), text: this.text()})",
+            early = await bp.probe("(this.attach(), {clock: this.frames(), world: this.world(), text: this.text()})",
                                    "counting the world at ready")
-            if not isinstance(early, dict) or not isinstance(early.get("world"), dict):
+            if not isinstance(early, dict) or not isinstance(early.get("world"), dict) or not isinstance(early.get("clock"), dict):
                 await bp.garbled("counting the world at ready", early)
-            m.world, m.text, f0 = early["world"], early.get("text"), early.get("ticks") or 0
+            m.world, m.text = early["world"], early.get("text")
             m.load_end_s = bp.events.now()
             # The pointer rests at the centre from here on, as a viewer's would; moving it there
             # now (not just before the controls) saves a frame-bound call and a screenshot later.
+            # It is moved while the frame after ready is awaited: both are over before window 1.
             cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-            await bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
-            await self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
-                                   f"({{frames: this.frames().ticks - {int(f0)}}})", "waiting for a frame after ready")
-            boxes, self.prev = await _both(bp.probe("this.textBoxes()", "finding the page's text"), self.shot())
+            move = bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
+            await _both(move, self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
+                                               _after_ready(early["world"], early["clock"]), "waiting for a frame after ready"))
+            mark("tour window 1")
+            # One call: the page's text boxes, the snapshot the animation item starts from, and the
+            # first window opened; the picture of the frame after ready is taken beside it.
+            opened: list[float] = []
+
+            async def open_first() -> object:
+                got = await bp.probe("({boxes: this.textBoxes(), open: (this.snapshot(), this.attach(), this.startWindow())})",
+                                     "opening the first measuring window")
+                opened.append(time.monotonic())
+                return got
+
+            first, self.prev = await _both(open_first(), self.shot())
+            boxes = first.get("boxes") if isinstance(first, dict) else None
             self.boxes = boxes if isinstance(boxes, list) else []
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"], self.mask()), 4)
-            mark("tour window 1")
-            # One call: the snapshot the animation item starts from, and the first window opened.
-            await bp.probe("(this.snapshot(), this.attach(), this.startWindow())", "opening the first measuring window")
-            win, got, t0 = await self.window(1, time.monotonic(), chain=True)
+            win, got, t0 = await self.window(1, opened[0], chain=True)
             m.windows.append(win)
             m.text = _join_text(m.text, got.get("text"))
             mark("tour window 2")
-            win, _, _ = await self.window(2, t0, chain=False)
+            # Window 2's closing call also counts the world, compares the snapshots and opens the
+            # first control step (a baseline, no input): window 2's picture is taken while it runs.
+            win, after, t0 = await self.window(2, t0, chain=True, picture_later=True,
+                                              also=", world: this.world(), pairs: [this.compare(0, 1), this.compare(1, 2)]")
             m.windows.append(win)
-            after = await bp.probe(
-                "({world: this.world(), pairs: [this.compare(0, 1), this.compare(1, 2)], start: (this.attach(), this.startWindow())})",
-                "counting the world and what moved in it",
-            )
-            if not isinstance(after, dict) or not isinstance(after.get("world"), dict):
+            if not isinstance(after.get("world"), dict) or not isinstance(after.get("pairs"), list):
                 await bp.garbled("counting the world and what moved in it", after)
             m.world = _larger_world(m.world, after["world"])
-            m.animation = _max_counts([p for p in after["pairs"] if p])
+            m.animation = _max_counts([p for p in after["pairs"] if isinstance(p, dict)])
             mark("controls")
-            await self.controls()
+            await self.controls(win, t0)
             mark("done")
         except StopMeasuring as stop:
             m.stopped, m.stopped_phase = str(stop), phase
@@ -351,6 +395,8 @@ class _Measure:
                 raise
             m.stopped, m.stopped_phase = f"the page {bp.left}", phase
             mark("stopped")
+        if self.picture is not None:  # measuring stopped between window 2 and the controls
+            self.picture.cancel()
         if bp.canvas_max:  # the probe's pushed maxima outlive a page that froze or left
             world = m.world or {"scene": False, "parts": 0, "triangles": 0, "canvas": {}}
             canvas = dict(world.get("canvas") or {})
@@ -360,6 +406,15 @@ class _Measure:
         if m.ready_after_s is None and bp.ready_at_ms is not None:
             m.ready_after_s = round(bp.ready_at_ms / 1000, 2)  # seen by the binding after the wait ended
         return m
+
+
+def _after_ready(world: dict, clock: dict) -> str:
+    """What waiting for the frame after ready reads: with a scene, frames the page drew once its
+    camera was seen (the first window's snapshot must know the camera, or a sky that follows it
+    counts as animation); without one, frames of the browser's loop."""
+    if world.get("scene"):
+        return f"(f => ({{frames: f.posed > 0 ? f.frames - {int(clock.get('frames') or 0)} : 0}}))(this.frames())"
+    return f"({{frames: this.frames().ticks - {int(clock.get('ticks') or 0)}}})"
 
 
 def _join_text(early: str | None, late: str | None) -> str | None:
