@@ -144,3 +144,28 @@ def test_agent_log_has_a_cap_and_says_what_it_dropped(docker_engine, tmp_path):
     dropped = 80 * MiB + len("\nend\n") - LOG_CAP
     assert "output beyond 64 MiB dropped" in tail and f"[showcase: {dropped} bytes of output dropped]" in tail, tail
     assert box.leak_audit() == [] and mounts_under(tmp_path) == []
+
+
+def test_the_owner_of_a_killed_run_is_gone_before_it_is_reaped():
+    """A run's process killed with its batch is a zombie until its new parent reaps it; finalize
+    must not call that run "still running" (a batch restarted at once ran it again instead)."""
+    import json
+    import signal
+    import time
+
+    from showcase.sandbox.space import Owner
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom showcase.sandbox.space import Owner\n"
+                              "print(Owner.me().model_dump_json(), flush=True)\ntime.sleep(120)"], stdout=subprocess.PIPE)
+    try:
+        owner = Owner.model_validate(json.loads(child.stdout.readline()))
+        assert owner.pid == child.pid and owner.alive()
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the killed child did not become a zombie in 10 s"
+            time.sleep(0.05)
+        assert not owner.alive()  # killed, not yet reaped
+    finally:
+        child.kill()
+        child.wait(10)

@@ -94,12 +94,19 @@ def _pid_ns() -> str:
 
 
 def _start_ticks(pid: int) -> int | None:
+    """When a live process started (clock ticks after boot); None when it is gone or has ended.
+
+    A zombie has ended: a killed run's process stays one until its new parent reaps it (a batch
+    restarted at once found its cut run "still running" that way)."""
     try:
         stat_line = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    return int(stat_line.rsplit(")", 1)[1].split()[19])
+    fields = stat_line.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
 
 
 class SpaceState(BaseModel):
