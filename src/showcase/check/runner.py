@@ -167,13 +167,13 @@ class _Measure:
         win["index"] = index
         win["pixel_share"] = None
         if shot is not None:
-            self.close_picture(win, shot)
+            self.close_picture(win, shot, self.r.items["7"]["pixel_tolerance"])
         return win, got, next_t0
 
-    def close_picture(self, win: dict, shot: Shot) -> None:
-        """The window's changed-pixel share, from the picture before it to `shot`, its closing one."""
+    def close_picture(self, into: dict, shot: Shot, tolerance: float) -> None:
+        """A window's or step's changed-pixel share, from the picture before it to `shot`, its closing one."""
         if self.prev is not None:
-            win["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, self.r.items["7"]["pixel_tolerance"], self.mask()), 4)
+            into["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, tolerance, self.mask()), 4)
         self.prev = shot
 
     # --- the plan: windows and steps counted in frames, bounded in seconds, the sum inside the bound ---
@@ -208,7 +208,7 @@ class _Measure:
         The first step's window was opened by window 2's closing call, whose picture (self.picture)
         is taken while that step runs.
         """
-        t, spec = self.t, self.r.items["10"]
+        spec = self.r.items["10"]
         plan = [("baseline before wheel", None), ("wheel", lambda: self.wheel(1)), ("wheel back", lambda: self.wheel(-1)),
                 ("baseline before drag", None), ("drag", lambda: self.drag(1)), ("drag back", lambda: self.drag(-1))]
         shots: list[tuple[str, bytes]] = []
@@ -219,10 +219,9 @@ class _Measure:
             for name, png in shots:
                 shot = Shot(png, to_array(png))
                 if name == WINDOW_2:
-                    self.close_picture(window_2, shot)
-                    continue
-                self.m.steps[name]["pixel_share"] = round(changed_share(self.prev.rgb, shot.rgb, spec["pixel_tolerance"], self.mask()), 4)
-                self.prev = shot
+                    self.close_picture(window_2, shot, self.r.items["7"]["pixel_tolerance"])
+                else:
+                    self.close_picture(self.m.steps[name], shot, spec["pixel_tolerance"])
 
     async def _steps(self, plan: list, t0: float, shots: list[tuple[str, bytes]]) -> None:
         t = self.t
