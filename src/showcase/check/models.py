@@ -48,6 +48,9 @@ class CheckReport(BaseModel):
     foreign_cpu_cores: float | None = Field(
         None, description="mean CPU use of processes other than this check's browser and Python, in cores"
     )
+    cpu_share: str | None = Field(
+        None, description="the CPU weight the check ran with (its cgroup and weight), or why it kept the machine's default"
+    )
     phases: dict[str, float] = Field(default_factory=dict, description="seconds spent in each phase")
 
 

@@ -24,6 +24,7 @@ from showcase.browser.bounded import webgl_renderer
 from showcase.browser.cdn import OfflineCdn
 from showcase.task import NpmPackage, Task, load_task
 from showcase.browser.launch import chromium_version, launch_browser
+from showcase.check import cpu_share
 from showcase.check.models import CheckReport
 from showcase.check.pixels import changed_share, off_dominant_share, text_mask, to_array
 from showcase.check.rubric import Rubric, load_rubric, load_script
@@ -521,31 +522,33 @@ async def check_page(
     warm = asyncio.create_task(asyncio.to_thread(_warm, cdn, task))
     chromium = asyncio.create_task(asyncio.to_thread(cached_chromium_version))
     marker = f"--showcase-check={uuid.uuid4().hex}"  # tags our browser process for the CPU meter
-    async with launch_browser(rubric.renderer, [marker] + list(extra_browser_args or [])) as browser:
-        # Two samples, no thread: nothing of ours samples while the page is timed.
-        cpu = ForeignProcessMonitor(interval_s=None, run_pids=[browser_pid(marker)], own_descendants=False)
-        await asyncio.to_thread(cpu.start)
-        renderer = await webgl_renderer(browser)
-        # The page's share of the time bound starts when its page opens: a slow launch is the machine's.
-        deadline = time.monotonic() + rubric.timing.max_check_s - rubric.timing.close_reserve_s
-        bp = await BoundedPage.open(
-            browser, html, cdn, rubric.viewport, scripts, deadline, rubric.timing.call_timeout_s
-        )
-        bp.probe_token = token
-        await warm
-        launched_s = round(time.monotonic() - started, 2)
-        measure = _Measure(bp, rubric)
-        try:
-            # Every call inside is bounded; this outer bound is the last line of defence.
-            await asyncio.wait_for(measure.run(), max(1.0, deadline - time.monotonic() + 5))
-        except asyncio.TimeoutError:
-            measure.m.stopped = measure.m.stopped or "the check's time bound was reached"
-        finally:
-            await asyncio.to_thread(cpu.stop)
-            foreign = cpu.foreign_cores()
-            await bp.close()
-        m = measure.m
-        m.phases = {"launch": launched_s, **m.phases}
+    # Entered before Playwright starts its driver and the browser: both inherit the CPU group.
+    with cpu_share.raised(rubric.cpu_weight_factor) as share:
+        async with launch_browser(rubric.renderer, [marker] + list(extra_browser_args or [])) as browser:
+            # Two samples, no thread: nothing of ours samples while the page is timed.
+            cpu = ForeignProcessMonitor(interval_s=None, run_pids=[browser_pid(marker)], own_descendants=False)
+            await asyncio.to_thread(cpu.start)
+            renderer = await webgl_renderer(browser)
+            # The page's share of the time bound starts when its page opens: a slow launch is the machine's.
+            deadline = time.monotonic() + rubric.timing.max_check_s - rubric.timing.close_reserve_s
+            bp = await BoundedPage.open(
+                browser, html, cdn, rubric.viewport, scripts, deadline, rubric.timing.call_timeout_s
+            )
+            bp.probe_token = token
+            await warm
+            launched_s = round(time.monotonic() - started, 2)
+            measure = _Measure(bp, rubric)
+            try:
+                # Every call inside is bounded; this outer bound is the last line of defence.
+                await asyncio.wait_for(measure.run(), max(1.0, deadline - time.monotonic() + 5))
+            except asyncio.TimeoutError:
+                measure.m.stopped = measure.m.stopped or "the check's time bound was reached"
+            finally:
+                await asyncio.to_thread(cpu.stop)
+                foreign = cpu.foreign_cores()
+                await bp.close()
+            m = measure.m
+            m.phases = {"launch": launched_s, **m.phases}
     chromium_v = await chromium
     items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, left=bp.left)
     if screenshot_path is not None and m.last_shot is not None:
@@ -575,6 +578,7 @@ async def check_page(
         stopped=m.stopped,
         stopped_phase=m.stopped_phase,
         foreign_cpu_cores=foreign,
+        cpu_share=share,
         phases=m.phases,
     )
 
