@@ -75,6 +75,8 @@ def test_doctor_shows_the_browser_running_sealed():
     assert f"uid {uid};" in row and "Chromium sandbox on" in row, out.stdout + out.stderr
     assert "network: own namespace" in row and "upstream key in its environment: no" in row
     assert "WebGL 2 on" in row
+    share = next((line for line in out.stdout.splitlines() if "check CPU share" in line), "")
+    assert "showcase-check" in share and "100x the default" in share, out.stdout
 
 
 def test_launch_error_from_the_seal_is_one_line_with_its_reason():

@@ -10,6 +10,8 @@ from rich.table import Table
 
 from showcase.browser.cdn import default_npm_dir, ensure_npm_cache
 from showcase.browser.launch import chromium_version, seal_check
+from showcase.check import cpu_share
+from showcase.check.rubric import load_rubric
 from showcase.errors import ShowcaseError
 from showcase.task import DEFAULT_TASK, load_task
 
@@ -49,6 +51,9 @@ def doctor(
     except (ShowcaseError, asyncio.TimeoutError) as exc:
         table.add_row("browser seal", f"[red]{exc or 'no answer within 90 s'}[/red]")
         ok = False
+    with cpu_share.raised(load_rubric().cpu_weight_factor) as share:
+        # not a failure: without it a check scores, but a busy machine can take its frames
+        table.add_row("check CPU share", share if share.startswith("cgroup") else f"[yellow]{share}[/yellow]")
     table.add_row("ffmpeg", _tool_version(["ffmpeg", "-version"]) if shutil.which("ffmpeg") else "[red]missing: apt-get install ffmpeg[/red]")
     table.add_row("docker", _docker_state())
     try:
