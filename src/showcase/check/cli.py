@@ -57,7 +57,10 @@ def check(
     out: Path = typer.Option(Path("out/check"), "--out", help="Folder for check.json and screenshot.png; with several pages, one subfolder per file stem."),
     as_json: bool = typer.Option(False, "--json", help="Print the report(s) as JSON (a list when several pages) instead of tables."),
     npm_dir: Path | None = typer.Option(None, "--npm-dir", envvar="SHOWCASE_NPM_DIR", help="Folder with the npm tarballs of the task's import map (default: the showcase cache)."),
-    workers: int = typer.Option(2, "--workers", min=1, max=8, help="Pages scored at the same time."),
+    workers: int = typer.Option(
+        1, "--workers", min=1, max=8,
+        help="Pages scored at the same time. More is faster, but checks at once share the cores: a page beside another check draws fewer frames (item 5).",
+    ),
     ray: str | None = typer.Option(None, "--ray", help="Score the pages on this Ray cluster's showcase nodes (the ray extra); see docs/batch.md."),
 ) -> None:
     """Score each page on the ten items of the browser check (checks/rubric.toml).
