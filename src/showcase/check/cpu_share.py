@@ -86,8 +86,10 @@ class _Entry:
                 try:
                     _join(home)
                 except OSError:
-                    # our old group went away meanwhile: the hierarchy's root still takes us
-                    _join(_hierarchy().mount)
+                    try:
+                        _join(_hierarchy().mount)  # our old group went away meanwhile
+                    except OSError:
+                        pass  # still in the group: later work here weighs more, nothing is lost
 
     @staticmethod
     def _enter(factor: float) -> tuple[str, Path | None]:
@@ -125,7 +127,7 @@ def raised(factor: float) -> Iterator[str]:
 
 
 def group_of(pid: int) -> str | None:
-    """The cpu cgroup of a process (for tests and `showcase doctor`); None if it is gone."""
+    """The cpu cgroup of a process, as /proc shows it (None if it is gone)."""
     try:
         version = _hierarchy().version
         for entry in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
