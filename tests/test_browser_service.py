@@ -2,9 +2,11 @@
 
 An agent can end while its shot.sh is being answered; the run then closes its browser. The
 shot's caller waits on that job: it must get an error at once, or the run's process never exits.
+A broken page is judged at its first error; a weighted service holds the check's CPU group.
 """
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -50,3 +52,27 @@ def test_a_page_that_fails_is_judged_at_its_first_error_not_after_the_ready_time
         assert result.seconds < 45, result  # ready would have come at 60 s: the check did not wait for it
         assert result.screenshot == str(tmp_path / f"{i}.png")  # the page as it was when judged
         assert (tmp_path / f"{i}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_weighted_service_and_its_browser_hold_the_check_group_until_close():
+    """A run's load checks weigh what the final check weighs: beside another run's final check in
+    the group, a burst of load checks outside it got almost no CPU while its bounds ran."""
+    from showcase.browser.seal import process_tree
+    from showcase.check import cpu_share
+    from showcase.check.rubric import load_rubric
+
+    group = "/" + cpu_share.GROUP
+    home = cpu_share.group_of(os.getpid())
+    assert home != group
+    with BrowserService(QUICK_RENDERER, cpu_weight=load_rubric().cpu_weight_factor).start(wait=True) as service:
+        assert service.cpu_share and group in service.cpu_share, service.cpu_share
+        browser = service.browser_pid()
+        assert browser is not None
+        assert {cpu_share.group_of(p) for p in process_tree(browser)} <= {group, None}
+        assert cpu_share.group_of(os.getpid()) == group
+        # A job runs as before.
+        assert service.run(lambda b: load_check(b"<!doctype html><script>window.ready = true</script><p>hi</p>", browser=b)).loads
+    assert cpu_share.group_of(os.getpid()) == home
+    # Without a weight the service leaves the process where it is.
+    with BrowserService(QUICK_RENDERER).start(wait=True) as service:
+        assert service.cpu_share is None and cpu_share.group_of(os.getpid()) == home

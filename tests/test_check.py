@@ -44,10 +44,15 @@ def scored(tmp_path_factory) -> dict[str, list[CheckReport]]:
                 html = (PAGES / f"{name}.html").read_bytes()
                 return await check_page(html, page_name=name, screenshot_path=shots / f"{name}-{i}.png")
 
-        return await asyncio.gather(*(one(i, n) for i, n in enumerate(SCORED)))
+        # every check runs to its end: a failing one must not cancel the others mid-way
+        return await asyncio.gather(*(one(i, n) for i, n in enumerate(SCORED)), return_exceptions=True)
 
+    results = asyncio.run(run())
+    failed = [(n, r) for n, r in zip(SCORED, results) if isinstance(r, BaseException)]
+    if failed:
+        raise failed[0][1]
     reports: dict[str, list[CheckReport]] = {}
-    for name, report in zip(SCORED, asyncio.run(run())):
+    for name, report in zip(SCORED, results):
         reports.setdefault(name, []).append(report)
     reports["_shots"] = shots  # type: ignore[assignment]
     return reports

@@ -121,7 +121,10 @@ def test_agent_plays_the_demo_sealed(demo_runs, harness_id):
     assert len(versions) >= 2
     # v3 of the demo throws on its first frame, v4 fixes it; the final file counts.
     assert (run / "work" / "game.html").read_bytes() == (DEMO / "pages" / "v4.html").read_bytes()
-    assert read_json(run / "final-choice.json")["is_final_file"]
+    choice = read_json(run / "final-choice.json")
+    # when not, the final file's own record says why (its load errors, or why it was not checked)
+    final = next((versions[c["n"]] for c in choice["candidates"] if c["is_final_file"]), None)
+    assert choice["is_final_file"], (choice["rule_text"], final)
     check = read_json(run / "check.json")
     assert check["total"] >= 6, check["summary"]
     assert (run / "report.html").is_file()

@@ -79,13 +79,18 @@ async def launch_browser(renderer: str = "swiftshader", extra_args: list[str] | 
             try:
                 yield browser
             finally:
+                # Closing a browser whose page hangs has always worked, but never wait forever: not
+                # even when this task is cancelled (asyncio.wait_for then waits for the close's own
+                # cancellation, which Playwright need not honour).
+                closing = asyncio.ensure_future(browser.close())
                 try:
-                    await asyncio.wait_for(browser.close(), CLOSE_TIMEOUT_S)
-                except Exception:
-                    # Closing a browser whose page hangs has always worked, but never wait forever.
-                    proc = getattr(getattr(browser, "_impl_obj", None), "_browser_process", None)
-                    if proc is not None:
-                        proc.kill()
+                    await asyncio.wait({closing}, timeout=CLOSE_TIMEOUT_S)
+                finally:
+                    if not closing.done() or closing.cancelled() or closing.exception() is not None:
+                        closing.cancel()
+                        proc = getattr(getattr(browser, "_impl_obj", None), "_browser_process", None)
+                        if proc is not None:
+                            proc.kill()
 
 
 async def seal_check() -> str:

@@ -11,6 +11,11 @@ none starts while a shot is waiting or running. Opening a page (a new context, i
 process) is the costly part and does not share well, so pages open one at a time through
 `opening(priority)`, a shot's first. A browser that dies is launched again, the
 restart told to `on_restart`, and the job that met the crash is tried once more in the new one.
+
+With `cpu_weight`, the service's process (and so its driver and browser) is in the check's CPU
+group (showcase.check.cpu_share) from the first launch to `close`: a load check's bounds are in
+seconds, and beside a final check of another run at that weight, outside it, a burst of load
+checks could starve into a verdict of "frozen".
 """
 
 import asyncio
@@ -20,7 +25,7 @@ import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
@@ -87,10 +92,12 @@ class BrowserService:
 
     parallel: ordinary jobs running at once. max_queued: jobs waiting (not running) at most.
     on_restart(reason, restarts): told after the browser was launched again.
+    cpu_weight: the CPU group's weight factor to hold while the service lives (None: the share
+    this process has); `cpu_share` then says what was held, as check.json's field does.
     """
 
     def __init__(self, renderer: str = "llvmpipe", parallel: int = 4, max_queued: int = 64,
-                 on_restart: Callable[[str, int], None] | None = None) -> None:
+                 on_restart: Callable[[str, int], None] | None = None, cpu_weight: float | None = None) -> None:
         self.renderer = renderer
         self.parallel = max(1, parallel)
         self.max_queued = max_queued
@@ -108,6 +115,9 @@ class BrowserService:
         self._generation = 0  # bumped at each launch: a crash is handled once per browser
         self._closed = False
         self._gate = _OpenGate()
+        self.cpu_weight = cpu_weight
+        self.cpu_share: str | None = None
+        self._share = ExitStack()  # the CPU group's hold, released at close
         # On the browser's command line, so /proc tells which Chromium is this service's.
         self.marker = f"--showcase-run-browser={uuid.uuid4().hex}"
         self._thread.start()
@@ -179,6 +189,7 @@ class BrowserService:
             log.warning("browser service: close did not finish cleanly: %s", exc)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._share.close()
         # A job still under way when the loop stopped would never end: its caller (a shot.sh
         # request the agent left behind) must get an answer, never wait forever.
         for fut in list(self._inflight):
@@ -259,6 +270,11 @@ class BrowserService:
             if self._browser is not None:
                 await self._drop_browser()
                 await self._relaunched("the browser was gone when a job came")
+            if self.cpu_weight is not None and self.cpu_share is None:
+                from showcase.check import cpu_share
+
+                # Before the launch: Playwright's driver and the browser inherit the group.
+                self.cpu_share = self._share.enter_context(cpu_share.raised(self.cpu_weight))
             cm = launch_browser(self.renderer, [self.marker])
             browser = await asyncio.wait_for(cm.__aenter__(), START_TIMEOUT_S)
             self._browser_cm, self._browser = cm, browser

@@ -205,13 +205,18 @@ CHECK_PARALLEL = 8  # version checks at once in the run's browser: a burst share
 
 
 def _run_browser(events: Callable[..., None]):
-    """The run's one browser for load checks and shot.sh; each restart after a crash is an event."""
+    """The run's one browser for load checks and shot.sh; each restart after a crash is an event.
+
+    It holds the check's CPU weight as the final check does: the final check of another run (a
+    batch, or runs side by side) must not starve this run's load checks into a false verdict."""
     from showcase.browser.service import BrowserService
     from showcase.check.quick import QUICK_RENDERER
+    from showcase.check.rubric import load_rubric
 
     return BrowserService(
         QUICK_RENDERER, parallel=CHECK_PARALLEL,
         on_restart=lambda reason, restarts: events("browser_restarted", reason=reason, restarts=restarts),
+        cpu_weight=load_rubric().cpu_weight_factor,
     )
 
 
