@@ -132,9 +132,16 @@
   const wrapDraw = (proto, name, countArg, instArg, getError) => {
     const orig = proto && proto[name];
     if (typeof orig !== 'function') return;
+    const canvas = Object.getOwnPropertyDescriptor(proto, 'canvas').get;
     proto[name] = function (...args) {
       // The native call first: one on anything but a real context throws and counts nothing.
       const out = apply(orig, this, args);
+      if (armed !== null) {
+        // A window's opening picture: what WebGL drew in this frame, once the page's callback is over.
+        const pic = armed;
+        armed = null;
+        apply(microtask, window, [() => takePicture(pic)]);
+      }
       const inst = instArg === null ? 1 : (args[instArg] | 0) > 0 ? args[instArg] | 0 : 0;
       const c = sc.cur;
       c.draws += 1;
@@ -142,7 +149,7 @@
       c.triangles += trianglesOf(args[0], args[countArg] | 0) * inst;
       let seen = false;
       for (let i = 0; i < drawnTo.length; i++) if (drawnTo[i].ctx === this) seen = true;
-      if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx: this, getError }, writable: true, enumerable: true, configurable: true });
+      if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx: this, getError, canvas }, writable: true, enumerable: true, configurable: true });
       return out;
     };
   };
@@ -163,6 +170,118 @@
     wrapDraw(proto, 'drawArraysInstanced', 2, 3, getError);
     wrapDraw(proto, 'drawElementsInstanced', 1, 4, getError);
   }
+
+  // --- what WebGL itself drew: a small picture of each canvas at the opening of every window ---
+  // The screenshots that bound a window show the whole page, which CSS, the DOM or a 2D canvas
+  // change without WebGL drawing anything new (a sliding CSS gradient under a fake camera earned
+  // the tour, animation and controls). So the first frame the page draws in each window is also
+  // taken from its WebGL canvases, right after the page's callback drew it and before it is
+  // presented; a window's WebGL change is its opening picture against the next one's. Taken
+  // asynchronously (createImageBitmap resized, VideoFrame.copyTo): a readback in the page's
+  // frame waits for the GPU process, and a few a second cost a 50 fps page a third of its frames.
+  const PIC_W = 128, PIC_H = 72;
+  const makeBitmap = window.createImageBitmap;
+  const VF = window.VideoFrame;
+  const vfCopyTo = VF && VF.prototype.copyTo, vfClose = VF && VF.prototype.close, vfSize = VF && VF.prototype.allocationSize;
+  const bmClose = window.ImageBitmap && ImageBitmap.prototype.close;
+  const rectOf = Element.prototype.getBoundingClientRect;
+  const rectGet = (k) => Object.getOwnPropertyDescriptor(DOMRectReadOnly.prototype, k).get;
+  const rectX = rectGet('x'), rectY = rectGet('y'), rectW = rectGet('width'), rectH = rectGet('height');
+  const then = Promise.prototype.then;
+  const microtask = window.queueMicrotask;
+  const bare = Object.create;  // option objects without a prototype: no setter of the page's is read
+  const U8 = Uint8Array;
+  const canPicture = typeof makeBitmap === 'function' && typeof vfCopyTo === 'function' && typeof microtask === 'function';
+  const pictures = [];  // one per window opened, in order: {pending, list: [{canvas, rect, data}], share}
+  let armed = null;     // the picture waiting for the page's next drawn frame
+  const openPicture = () => {
+    const pic = { pending: 0, list: [], shares: null };
+    defineOwn(pictures, pictures.length, { value: pic, writable: true, enumerable: true, configurable: true });
+    armed = canPicture ? pic : null;
+  };
+  const ended = (pic) => { pic.pending -= 1; if (pic.pending === 0) sc.poll(); };
+  const takePicture = (pic) => {
+    for (let i = 0; i < drawnTo.length; i++) {
+      const canvas = apply(drawnTo[i].canvas, drawnTo[i].ctx, []);
+      let rect = null;
+      try {
+        const r = apply(rectOf, canvas, []);
+        rect = [apply(rectX, r, []), apply(rectY, r, []), apply(rectW, r, []), apply(rectH, r, [])];
+      } catch (e) { continue; }  // an OffscreenCanvas is on no screen
+      let made;
+      try {
+        const opts = bare(null);
+        opts.resizeWidth = PIC_W; opts.resizeHeight = PIC_H;
+        made = apply(makeBitmap, window, [canvas, opts]);
+      } catch (e) { continue; }
+      pic.pending += 1;
+      apply(then, made, [(bitmap) => {
+        let frame = null;
+        try { const init = bare(null); init.timestamp = 0; frame = new VF(bitmap, init); } catch (e) { frame = null; }
+        try { apply(bmClose, bitmap, []); } catch (e) { /* closed already */ }
+        if (frame === null) { ended(pic); return; }
+        let data;
+        try { data = new U8(apply(vfSize, frame, [])); } catch (e) { apply(vfClose, frame, []); ended(pic); return; }
+        const done = (ok) => {
+          try { apply(vfClose, frame, []); } catch (e) { /* closed already */ }
+          if (ok && data.length === PIC_W * PIC_H * 4) defineOwn(pic.list, pic.list.length, { value: { canvas, rect, data }, writable: true, enumerable: true, configurable: true });
+          ended(pic);
+        };
+        try { apply(then, apply(vfCopyTo, frame, [data]), [() => done(true), () => done(false)]); } catch (e) { done(false); }
+      }, () => ended(pic)]);
+    }
+  };
+  // Share of a picture's pixels that differ by more than 10 in some channel (item 4's tolerance).
+  const changedShare = (a, b) => {
+    let n = 0;
+    for (let k = 0; k < a.length; k += 4) {
+      if (M.abs(a[k] - b[k]) > 10 || M.abs(a[k + 1] - b[k + 1]) > 10 || M.abs(a[k + 2] - b[k + 2]) > 10 || M.abs(a[k + 3] - b[k + 3]) > 10) n++;
+    }
+    return n / (a.length / 4);
+  };
+  // Window i's WebGL change: per canvas, [share of its picture changed, x, y, width, height] from
+  // the last picture drawn up to the window's opening to the next window's opening picture (none
+  // drawn then: nothing changed). A canvas without an earlier picture is new: all of it changed.
+  // null while a picture it needs is still being taken.
+  const sharesOf = (i) => {
+    const pic = pictures[i], next = pictures[i + 1];
+    if (!pic || !next || next.pending > 0) return null;
+    if (pic.shares) return pic.shares;
+    let ref = null;
+    for (let j = i; j >= 0 && ref === null; j--) {
+      if (pictures[j].pending > 0) return null;
+      if (pictures[j].list.length) ref = pictures[j];
+    }
+    const out = [];
+    for (let k = 0; k < next.list.length; k++) {
+      const now_ = next.list[k];
+      let before = null;
+      if (ref) for (let q = 0; q < ref.list.length; q++) if (ref.list[q].canvas === now_.canvas) before = ref.list[q];
+      const share = before ? changedShare(before.data, now_.data) : 1;
+      defineOwn(out, out.length, { value: [share, now_.rect[0], now_.rect[1], now_.rect[2], now_.rect[3]], writable: true, enumerable: true, configurable: true });
+    }
+    pic.shares = out;
+    return out;
+  };
+  const glChanges = () => {
+    const out = [];
+    for (let i = 0; i + 1 < pictures.length; i++) defineOwn(out, i, { value: sharesOf(i), writable: true, enumerable: true, configurable: true });
+    return { available: canPicture, windows: out };
+  };
+  // Resolves once no picture is still being taken, or after maxMs.
+  const glSettled = (maxMs) => new Prom((resolve) => {
+    const t0 = clock();
+    const check = () => {
+      let busy = false;
+      for (let i = 0; i < pictures.length; i++) if (pictures[i].pending > 0) busy = true;
+      if (busy && clock() - t0 < maxMs) return false;
+      resolve({ gl: glChanges() });
+      return true;
+    };
+    if (check()) return;
+    defineOwn(sc.waiters, sc.waiters.length, { value: check, writable: true, enumerable: true, configurable: true });
+    apply(setTimer, window, [() => { if (check()) sc.poll(); }, maxMs + 1]);
+  });
 
   // --- camera pose through window.scene.onBeforeRender ---
   const poseOf = (m) => {
@@ -281,6 +400,7 @@
 
   // A measuring window: camera deviation from the pose on screen at its start, frames counted.
   sc.startWindow = () => {
+    openPicture();
     sc.win = { ref: sc.lastPose, scale: sc.lastPose ? M.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, ticks0: sc.ticks, t0: clock(),
       prev: null, zoom: 0, yaw: 0, head: [], tail: [], input: null, inputAfter: 0, wheeled: 0, released: false, rested: false };
     return true;
@@ -312,6 +432,9 @@
       // motion are taken over the frames actually rendered, not over our calls.
       pose_t0: w.ref ? w.ref.t / 1000 : null,
       pose_t1: w.ref && sc.lastPose ? sc.lastPose.t / 1000 : null,
+      // What WebGL drew, window by window, as far as known now (every read carries it, so a page
+      // that freezes or leaves keeps what was confirmed before).
+      gl: glChanges(),
     };
   };
 
@@ -352,6 +475,7 @@
       done = true;
       const out = sc.readWindow();
       if (next) { try { sc.attach(); } catch (e) { /* a broken scene only costs the camera */ } sc.startWindow(); }
+      else openPicture();  // the last window's close: its change needs a picture after it
       resolve(out);
       return true;
     };
@@ -547,6 +671,8 @@
     text: () => sc.text(),
     textBoxes: () => sc.textBoxes(),
     contexts: () => ({ webgl: sc.webglContexts, c2d: sc.canvas2dContexts }),
+    gl: () => glChanges(),
+    glSettled: (maxMs) => glSettled(+maxMs || 0),
   });
   apply(debug, con, [TOKEN, api]);
 })();

@@ -24,6 +24,7 @@ TWINS = {
     "black_canvas": "good",            # everything moves, nothing is seen
     "tamper_refused_draws": "tiny_webgl",  # draws WebGL refuses (no program), each claiming 180k triangles
     "tamper_frame_errors": "tiny_webgl",   # the same, their errors cleared by an iframe's native getError
+    "tamper_css_motion": "tiny_webgl",     # a fake scene touring over motion WebGL never drew (CSS, a 2D canvas)
 }
 
 
@@ -107,3 +108,19 @@ def test_draws_webgl_refused_count_toward_no_world(scored, tampered):
     report = scored[tampered]
     assert item(report, "6a").points == 0 and item(report, "6a").figures["canvas"]["triangles_per_frame"] == 0, \
         item(report, "6a").reason
+
+
+def test_a_fake_camera_over_motion_webgl_never_drew_earns_no_tour_animation_or_controls(scored):
+    """Its screenshots change (a sliding CSS gradient, a 2D canvas that follows the camera and the
+    wheel) and its fake camera tours and answers; what WebGL drew stayed the same."""
+    report = scored["tamper_css_motion"]
+    for id_ in ("7", "8", "9", "10"):
+        it = item(report, id_)
+        assert not it.passed and "WebGL drew" in it.reason, (id_, it.reason)
+    assert item(report, "7").figures["pixel_share"] >= 0.08 and item(report, "7").figures["gl_share"] == 0
+    assert report.webgl_pictures is True
+    # the pages with real motion keep their items, the WebGL change beside the screenshots'
+    good = scored["good"]
+    for id_ in ("7", "8", "9", "10"):
+        assert item(good, id_).passed, (id_, item(good, id_).reason)
+    assert item(good, "7").figures["gl_share"] >= 0.5 * item(good, "7").figures["pixel_share"]

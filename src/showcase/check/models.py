@@ -51,6 +51,10 @@ class CheckReport(BaseModel):
     cpu_share: str | None = Field(
         None, description="the CPU weight the check ran with (its cgroup and weight), or why it kept the machine's default"
     )
+    webgl_pictures: bool | None = Field(
+        None, description="whether the probe took pictures of what WebGL drew (tour, animation and controls need them to "
+        "change); false: this browser cannot, and those items were judged without them; null: no window was read (or rubric < 2.7)"
+    )
     phases: dict[str, float] = Field(default_factory=dict, description="seconds spent in each phase")
 
 

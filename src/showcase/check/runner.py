@@ -37,6 +37,9 @@ from showcase.run.monitor import ForeignProcessMonitor
 
 
 WINDOW_2 = "tour window 2"  # its closing picture is taken during the first control step
+# The measuring windows in the order the probe opens them (each opens a picture of what WebGL drew).
+STEP_NAMES = ("baseline before wheel", "wheel", "wheel back", "baseline before drag", "drag", "drag back")
+GL_SETTLE_S = 2.0  # how long the last reading waits for the pictures still being taken
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Measurements:
     phases: dict[str, float] = field(default_factory=dict)
     last_shot: bytes | None = None
     observed_s: float = 0.0
+    gl_pictures: bool | None = None     # whether the probe could take pictures of what WebGL drew
 
 
 class _Measure:
@@ -78,6 +82,7 @@ class _Measure:
         self.boxes: list = []
         self.frame_s: float | None = None  # seconds per drawn frame, from the last tour window
         self.picture: asyncio.Future | None = None  # a window's closing screenshot, still being taken
+        self.gl: list[list | None] = []  # per window opened: what WebGL drew in it, as the probe last said
 
     def mask(self) -> np.ndarray | None:
         """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
@@ -118,7 +123,51 @@ class _Measure:
         got = await self.bp.probe(read, what)
         if not isinstance(got, dict) or not isinstance(got.get("frames"), (int, float)):
             await self.bp.garbled(what, got)
+        self.note_gl(got)
         return got
+
+    def note_gl(self, got: dict) -> None:
+        """Keep the probe's latest word on what WebGL drew in each window (and take it out of the
+        window's figures: the shares are set per window by apply_gl)."""
+        gl = got.pop("gl", None) if isinstance(got, dict) else None
+        if not isinstance(gl, dict) or not isinstance(gl.get("windows"), list):
+            return
+        self.m.gl_pictures = bool(gl.get("available"))
+        for i, shares in enumerate(gl["windows"][:16]):
+            if i >= len(self.gl):
+                self.gl.append(None)
+            if isinstance(shares, list):
+                self.gl[i] = shares
+
+    async def settle_gl(self) -> None:
+        """The probe's last word on what WebGL drew, once the pictures still being taken are done."""
+        self.note_gl(await self.bp.probe(f"this.glSettled({GL_SETTLE_S * 1000:.0f})", "reading what WebGL drew",
+                                         wait_s=GL_SETTLE_S))
+
+    def gl_share(self, index: int) -> float | None:
+        """Window `index`'s WebGL change as a share of the view: each canvas's changed share times
+        its area on screen, over the viewport's area; None while not known."""
+        shares = self.gl[index] if index < len(self.gl) else None
+        if shares is None:
+            return None
+        vw, vh = self.r.viewport
+        total = 0.0
+        for row in shares:
+            if not (isinstance(row, list) and len(row) == 5 and all(isinstance(v, (int, float)) for v in row)):
+                continue
+            share, x, y, w, h = row
+            seen_w = max(0.0, min(x + w, vw) - max(x, 0.0))
+            seen_h = max(0.0, min(y + h, vh) - max(y, 0.0))
+            total += min(1.0, max(0.0, share)) * seen_w * seen_h
+        return round(min(1.0, total / (vw * vh)), 4)
+
+    def apply_gl(self) -> None:
+        """Each window's and step's gl_share, in the order the probe opened them."""
+        for i, w in enumerate(self.m.windows[:2]):
+            w["gl_share"] = self.gl_share(i)
+        for i, name in enumerate(STEP_NAMES):
+            if name in self.m.steps:
+                self.m.steps[name]["gl_share"] = self.gl_share(2 + i)
 
     async def window(self, index: int, t0: float, chain: bool, also: str = "", picture_later: bool = False) -> tuple[dict, dict, float]:
         """One tour window, opened at t0: camera deviation, frames, a scene snapshot, pixels changed
@@ -137,7 +186,7 @@ class _Measure:
             # What the window showed before the page left or froze still counts (scoring passes
             # only a part window that already shows the tour; anything less is "not measured").
             if self.last_read is not None:
-                self.m.windows.append(dict(self.last_read, index=index, pixel_share=None, partial=True))
+                self.m.windows.append(dict(self.last_read, index=index, pixel_share=None, gl_share=None, partial=True))
             raise
         answered: list[float] = []  # when the read came back: the next window opened then
 
@@ -158,6 +207,7 @@ class _Measure:
             got, shot = await _both(read(), self.shot())
         if not isinstance(got, dict) or not isinstance(got.get("win"), dict):
             await self.bp.garbled("reading a measuring window", got)
+        self.note_gl(got["win"])
         next_t0 = answered[0]
         self.m.observed_s += next_t0 - t0
         if got["win"].get("frames"):
@@ -258,6 +308,7 @@ class _Measure:
                     got = await call
                 if not isinstance(got, dict) or not isinstance(got.get("frames"), (int, float)):
                     await self.bp.garbled(what, got)
+                self.note_gl(got)
                 now = time.monotonic()
                 spent["frames"] += now - c
                 self.m.observed_s += now - t0
@@ -270,7 +321,16 @@ class _Measure:
                 if i + 1 < len(plan) and nxt is None:
                     pending = self._timed_shot(spent, before)
                     continue
-                shots.append((name, await self._timed_shot(spent, before)))
+                if i + 1 < len(plan):
+                    shots.append((name, await self._timed_shot(spent, before)))
+                    continue
+                # The last step: its picture, and beside it the pictures of what WebGL drew after it.
+                png, gl = await asyncio.gather(self._timed_shot(spent, before), self.settle_gl(), return_exceptions=True)
+                if not isinstance(png, BaseException):
+                    shots.append((name, png))
+                for r in (png, gl):
+                    if isinstance(r, BaseException):
+                        raise r
         finally:
             if isinstance(pending, asyncio.Future):
                 pending.cancel()
@@ -397,6 +457,7 @@ class _Measure:
             mark("stopped")
         if self.picture is not None:  # measuring stopped between window 2 and the controls
             self.picture.cancel()
+        self.apply_gl()
         if bp.canvas_max:  # the probe's pushed maxima outlive a page that froze or left
             world = m.world or {"scene": False, "parts": 0, "triangles": 0, "canvas": {}}
             canvas = dict(world.get("canvas") or {})
@@ -579,6 +640,7 @@ async def check_page(
         stopped_phase=m.stopped_phase,
         foreign_cpu_cores=foreign,
         cpu_share=share,
+        webgl_pictures=m.gl_pictures,
         phases=m.phases,
     )
 

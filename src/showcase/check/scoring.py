@@ -158,6 +158,14 @@ class _Scorer:
         """The picture (outside the page's text) changed at least the item's min_visible_share."""
         return share is not None and share >= self.r.items[id_]["min_visible_share"]
 
+    def drawn(self, id_: str, gl_share: float | None) -> bool:
+        """What WebGL itself drew changed in at least the item's min_visible_share of the view
+        (pictures of its canvases, not of the page: CSS or a 2D canvas cannot stand in for it).
+        Where the browser could not take those pictures, check.json says so and this holds."""
+        if self.m.gl_pictures is False:
+            return True
+        return gl_share is not None and gl_share >= self.r.items[id_]["min_visible_share"]
+
     def english(self) -> ItemResult:
         spec = self.r.items["6b"]
         text = self.m.text
@@ -193,6 +201,8 @@ class _Scorer:
             if moved and not self.visible("7", w.get("pixel_share")):
                 share = w.get("pixel_share") or 0.0
                 return self.item(id_, 0, figs, f"{what}, but the picture did not change ({share:.2%} of pixels outside the page's text)")
+            if moved and not self.drawn("7", w.get("gl_share")):
+                return self.item(id_, 0, figs, f"{what}, but what WebGL drew did not change ({_gl(w.get('gl_share'))})")
             if moved:
                 return self.item(id_, 1, figs, what, "tour")
             return self.item(id_, 0, figs, f"{what}; needs {spec['min_degrees']} degrees or {spec['min_move']:.1%}")
@@ -203,6 +213,9 @@ class _Scorer:
         share = w.get("pixel_share")
         if share is None:
             return self.item(id_, 0, figs, self.not_measured)  # a part window has no closing screenshot
+        if share >= spec["min_pixel_share"] and not self.drawn("7", w.get("gl_share")):
+            return self.item(id_, 0, figs, f"{share:.0%} of pixels changed without input, but what WebGL drew did not "
+                                           f"({_gl(w.get('gl_share'))})")
         if share >= spec["min_pixel_share"]:
             return self.item(id_, 1, figs, f"{share:.0%} of pixels changed without input", "tour")
         return self.item(id_, 0, figs, f"only {share:.1%} of pixels changed without input; a tour needs {spec['min_pixel_share']:.0%}")
@@ -218,8 +231,12 @@ class _Scorer:
             total = sum(n for n, _ in counted)
             shares = [x["pixel_share"] for x in self.m.windows if x.get("pixel_share") is not None]
             figs["pixel_share"] = max(shares) if shares else None
+            figs["gl_share"] = self._gl_max()
             if total >= spec["min_animated"] and not self.visible("9", figs["pixel_share"]):
                 return self.item("9", 0, figs, f"the scene graph says {total} thing(s) move, but the picture did not change")
+            if total >= spec["min_animated"] and not self.drawn("9", figs["gl_share"]):
+                return self.item("9", 0, figs, f"the scene graph says {total} thing(s) move, but what WebGL drew did not "
+                                               f"change ({_gl(figs['gl_share'])})")
             if total >= spec["min_animated"]:
                 phrase = ", ".join(f"{_n(n)} {label}" for n, label in counted)
                 return self.item("9", 1, figs, phrase, f"animates ({phrase})")
@@ -229,11 +246,19 @@ class _Scorer:
         if not shares:
             return self.item("9", 0, {}, self.not_measured)
         share = max(shares)
-        figs = {"pixel_share": share, "measured_by": "pixels (no window.scene: world and camera cannot be told apart)"}
+        figs = {"pixel_share": share, "gl_share": self._gl_max(),
+                "measured_by": "pixels (no window.scene: world and camera cannot be told apart)"}
+        if share >= spec["fallback_min_pixel_share"] and not self.drawn("9", figs["gl_share"]):
+            return self.item("9", 0, figs, f"{share:.1%} of pixels changed without input, but what WebGL drew did not "
+                                           f"({_gl(figs['gl_share'])})")
         if share >= spec["fallback_min_pixel_share"]:
             return self.item("9", 1, figs, f"{share:.1%} of pixels changed without input (pixel fallback, no window.scene)",
                              "animates (by its pixels; no window.scene)")
         return self.item("9", 0, figs, f"only {share:.2%} of pixels changed without input (pixel fallback, no window.scene)")
+
+    def _gl_max(self) -> float | None:
+        known = [x["gl_share"] for x in self.m.windows if x.get("gl_share") is not None]
+        return max(known) if known else None
 
     # --- 10: controls ---
     def _pixels_answer(self, step: dict, bases: list[dict]) -> bool:
@@ -264,10 +289,12 @@ class _Scorer:
         spec = self.r.items["10"]
         base = bases[0]
         seen = min(fwd["pixel_share"], back["pixel_share"]) >= spec["min_visible_share"]
+        drawn = self.drawn("10", fwd.get("gl_share")) and self.drawn("10", back.get("gl_share"))
         figs = {
             "seconds": round(fwd["seconds"] + back["seconds"], 2), "baseline_seconds": round(base["seconds"], 2),
             "pixel_share": fwd["pixel_share"], "back_pixel_share": back["pixel_share"],
             "baseline_pixel_share": max(b["pixel_share"] for b in bases),
+            "gl_share": fwd.get("gl_share"), "back_gl_share": back.get("gl_share"), "webgl_changed": drawn,
         }
         ok = self._pixels_answer(fwd, bases) and self._pixels_answer(back, bases)
         f, b = _response(fwd, "zoom" if kind == "wheel" else "yaw"), _response(back, "zoom" if kind == "wheel" else "yaw")
@@ -289,7 +316,9 @@ class _Scorer:
             figs.update(yaw=round(f, 2), yaw_back=round(b, 2), baseline_yaw=round(base.get("signed_yaw", 0.0), 2),
                         yaw_response=round(abs(d), 2) if f * b < 0 else 0.0)
             ok = ok or (f * b < 0 and abs(d) >= 2 * spec["margin_degrees"])
-        ok = ok and seen  # a camera that moves over a picture that does not change answers nothing
+        # a camera that moves over a picture that does not change answers nothing, nor does a
+        # picture that changes while what WebGL draws stays the same
+        ok = ok and seen and drawn
         figs["answered"] = ok
         return ok, figs
 
@@ -309,7 +338,13 @@ class _Scorer:
             return self.item("10", 1, figs, "the drag and the wheel each change the picture beyond the baseline",
                              "answers the mouse drag and wheel")
         missing = " and ".join(n for n, ok in (("drag", drag_ok), ("wheel", wheel_ok)) if not ok)
+        if not all(f["webgl_changed"] for f in (wheel, drag)):
+            return self.item("10", 0, figs, f"the {missing} did not change what WebGL drew (only the page around it may have changed)")
         return self.item("10", 0, figs, f"the {missing} did not change the picture beyond the no-input baseline")
+
+
+def _gl(share: float | None) -> str:
+    return "not measured" if share is None else f"{share:.2%} of the view"
 
 
 def _response(step: dict, key: str) -> float:
