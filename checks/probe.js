@@ -140,6 +140,7 @@
         // A window's opening picture: what WebGL drew in this frame, once the page's callback is over.
         const pic = armed;
         armed = null;
+        pic.taken = true;
         apply(microtask, window, [() => takePicture(pic)]);
       }
       const inst = instArg === null ? 1 : (args[instArg] | 0) > 0 ? args[instArg] | 0 : 0;
@@ -195,7 +196,7 @@
   const pictures = [];  // one per window opened, in order: {pending, list: [{canvas, rect, data}], share}
   let armed = null;     // the picture waiting for the page's next drawn frame
   const openPicture = () => {
-    const pic = { pending: 0, list: [], shares: null };
+    const pic = { taken: false, pending: 0, list: [], shares: null };
     defineOwn(pictures, pictures.length, { value: pic, writable: true, enumerable: true, configurable: true });
     armed = canPicture ? pic : null;
   };
@@ -240,12 +241,12 @@
     return n / (a.length / 4);
   };
   // Window i's WebGL change: per canvas, [share of its picture changed, x, y, width, height] from
-  // the last picture drawn up to the window's opening to the next window's opening picture (none
-  // drawn then: nothing changed). A canvas without an earlier picture is new: all of it changed.
-  // null while a picture it needs is still being taken.
+  // the last picture drawn up to the window's opening to the next window's opening picture. A
+  // canvas without an earlier picture is new: all of it changed. null while a picture it needs is
+  // still being taken, or the page has drawn no frame since the next window opened (unknown).
   const sharesOf = (i) => {
     const pic = pictures[i], next = pictures[i + 1];
-    if (!pic || !next || next.pending > 0) return null;
+    if (!pic || !next || !next.taken || next.pending > 0) return null;
     if (pic.shares) return pic.shares;
     let ref = null;
     for (let j = i; j >= 0 && ref === null; j--) {
@@ -268,11 +269,11 @@
     for (let i = 0; i + 1 < pictures.length; i++) defineOwn(out, i, { value: sharesOf(i), writable: true, enumerable: true, configurable: true });
     return { available: canPicture, windows: out };
   };
-  // Resolves once no picture is still being taken, or after maxMs.
+  // Resolves once the last picture was taken and none is still being taken, or after maxMs.
   const glSettled = (maxMs) => new Prom((resolve) => {
     const t0 = clock();
     const check = () => {
-      let busy = false;
+      let busy = pictures.length > 0 && canPicture && !pictures[pictures.length - 1].taken;
       for (let i = 0; i < pictures.length; i++) if (pictures[i].pending > 0) busy = true;
       if (busy && clock() - t0 < maxMs) return false;
       resolve({ gl: glChanges() });

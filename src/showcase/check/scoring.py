@@ -289,7 +289,10 @@ class _Scorer:
         spec = self.r.items["10"]
         base = bases[0]
         seen = min(fwd["pixel_share"], back["pixel_share"]) >= spec["min_visible_share"]
-        drawn = self.drawn("10", fwd.get("gl_share")) and self.drawn("10", back.get("gl_share"))
+        # Both steps' WebGL change where known; the last step's is unknown when the page draws no
+        # frame after it (a page that renders only on input), and one known step then decides.
+        known = [s.get("gl_share") for s in (fwd, back) if s.get("gl_share") is not None]
+        drawn = self.m.gl_pictures is False or (bool(known) and all(self.drawn("10", g) for g in known))
         figs = {
             "seconds": round(fwd["seconds"] + back["seconds"], 2), "baseline_seconds": round(base["seconds"], 2),
             "pixel_share": fwd["pixel_share"], "back_pixel_share": back["pixel_share"],
