@@ -192,8 +192,10 @@
   const microtask = window.queueMicrotask;
   const bare = Object.create;  // option objects without a prototype: no setter of the page's is read
   const U8 = Uint8Array;
+  const PIC_BYTES = PIC_W * PIC_H * 4;
+  const byteLength = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(U8.prototype), 'length').get;
   const canPicture = typeof makeBitmap === 'function' && typeof vfCopyTo === 'function' && typeof microtask === 'function';
-  const pictures = [];  // one per window opened, in order: {pending, list: [{canvas, rect, data}], share}
+  const pictures = [];  // one per window opened, in order: {taken, pending, list: [{canvas, rect, data}], shares}
   let armed = null;     // the picture waiting for the page's next drawn frame
   const openPicture = () => {
     const pic = { taken: false, pending: 0, list: [], shares: null };
@@ -225,7 +227,7 @@
         try { data = new U8(apply(vfSize, frame, [])); } catch (e) { apply(vfClose, frame, []); ended(pic); return; }
         const done = (ok) => {
           try { apply(vfClose, frame, []); } catch (e) { /* closed already */ }
-          if (ok && data.length === PIC_W * PIC_H * 4) defineOwn(pic.list, pic.list.length, { value: { canvas, rect, data }, writable: true, enumerable: true, configurable: true });
+          if (ok && apply(byteLength, data, []) === PIC_BYTES) defineOwn(pic.list, pic.list.length, { value: { canvas, rect, data }, writable: true, enumerable: true, configurable: true });
           ended(pic);
         };
         try { apply(then, apply(vfCopyTo, frame, [data]), [() => done(true), () => done(false)]); } catch (e) { done(false); }
@@ -233,12 +235,13 @@
     }
   };
   // Share of a picture's pixels that differ by more than 10 in some channel (item 4's tolerance).
+  // Both are PIC_BYTES long (checked when kept; a typed array's length getter is the page's to replace).
   const changedShare = (a, b) => {
     let n = 0;
-    for (let k = 0; k < a.length; k += 4) {
+    for (let k = 0; k < PIC_BYTES; k += 4) {
       if (M.abs(a[k] - b[k]) > 10 || M.abs(a[k + 1] - b[k + 1]) > 10 || M.abs(a[k + 2] - b[k + 2]) > 10 || M.abs(a[k + 3] - b[k + 3]) > 10) n++;
     }
-    return n / (a.length / 4);
+    return n / (PIC_BYTES / 4);
   };
   // Window i's WebGL change: per canvas, [share of its picture changed, x, y, width, height] from
   // the last picture drawn up to the window's opening to the next window's opening picture. A

@@ -248,6 +248,9 @@ class _Scorer:
         share = max(shares)
         figs = {"pixel_share": share, "gl_share": self._gl_max(),
                 "measured_by": "pixels (no window.scene: world and camera cannot be told apart)"}
+        if not self.m.webgl_contexts:
+            figs["measured_by"] = "none (no WebGL context)"
+            return self.item("9", 0, figs, "no WebGL view: a changing 2D canvas or page is not a world that moves")
         if share >= spec["fallback_min_pixel_share"] and not self.drawn("9", figs["gl_share"]):
             return self.item("9", 0, figs, f"{share:.1%} of pixels changed without input, but what WebGL drew did not "
                                            f"({_gl(figs['gl_share'])})")
