@@ -260,8 +260,8 @@ class _Measure:
         is taken while that step runs.
         """
         spec = self.r.items["10"]
-        plan = [("baseline before wheel", None), ("wheel", lambda: self.wheel(1)), ("wheel back", lambda: self.wheel(-1)),
-                ("baseline before drag", None), ("drag", lambda: self.drag(1)), ("drag back", lambda: self.drag(-1))]
+        inputs = [None, lambda: self.wheel(1), lambda: self.wheel(-1), None, lambda: self.drag(1), lambda: self.drag(-1)]
+        plan = list(zip(STEP_NAMES, inputs))
         shots: list[tuple[str, bytes]] = []
         try:
             await self._steps(plan, t0, shots)
