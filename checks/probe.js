@@ -245,8 +245,9 @@
   };
   // Window i's WebGL change: per canvas, [share of its picture changed, x, y, width, height] from
   // the last picture drawn up to the window's opening to the next window's opening picture. A
-  // canvas without an earlier picture is new: all of it changed. null while a picture it needs is
-  // still being taken, or the page has drawn no frame since the next window opened (unknown).
+  // canvas without an earlier picture counts no change (a fresh canvas in each window, showing the
+  // same thing, must not pass for motion). null while a picture it needs is still being taken, or
+  // the page has drawn no frame since the next window opened (unknown).
   const sharesOf = (i) => {
     const pic = pictures[i], next = pictures[i + 1];
     if (!pic || !next || !next.taken || next.pending > 0) return null;
@@ -261,7 +262,7 @@
       const now_ = next.list[k];
       let before = null;
       if (ref) for (let q = 0; q < ref.list.length; q++) if (ref.list[q].canvas === now_.canvas) before = ref.list[q];
-      const share = before ? changedShare(before.data, now_.data) : 1;
+      const share = before ? changedShare(before.data, now_.data) : 0;
       defineOwn(out, out.length, { value: [share, now_.rect[0], now_.rect[1], now_.rect[2], now_.rect[3]], writable: true, enumerable: true, configurable: true });
     }
     pic.shares = out;
