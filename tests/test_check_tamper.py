@@ -34,7 +34,7 @@ def item(report: CheckReport, id_: str):
 
 @pytest.fixture(scope="module")
 def scored() -> dict[str, CheckReport]:
-    names = sorted(set(TWINS) | set(TWINS.values()) | {"freeze_late"})
+    names = sorted(set(TWINS) | set(TWINS.values()) | {"freeze_late", "tamper_fresh_canvas"})
 
     async def run():
         limit = asyncio.Semaphore(4)
@@ -118,6 +118,11 @@ def test_a_fake_camera_over_motion_webgl_never_drew_earns_no_tour_animation_or_c
         it = item(report, id_)
         assert not it.passed and "WebGL drew" in it.reason, (id_, it.reason)
     assert item(report, "7").figures["pixel_share"] >= 0.08 and item(report, "7").figures["gl_share"] == 0
+    # the same still picture in a fresh full-view canvas every 300 ms is no change either
+    fresh = scored["tamper_fresh_canvas"]
+    for id_ in ("7", "8", "9", "10"):
+        it = item(fresh, id_)
+        assert not it.passed and "WebGL drew" in it.reason, (id_, it.reason)
     assert report.webgl_pictures is True
     # the pages with real motion keep their items, the WebGL change beside the screenshots'
     good = scored["good"]
