@@ -141,6 +141,7 @@
         const pic = armed;
         armed = null;
         pic.taken = true;
+        pic.pending += 1;  // until takePicture has started its pictures: none is read half-taken
         apply(microtask, window, [() => takePicture(pic)]);
       }
       const inst = instArg === null ? 1 : (args[instArg] | 0) > 0 ? args[instArg] | 0 : 0;
@@ -204,6 +205,9 @@
   };
   const ended = (pic) => { pic.pending -= 1; if (pic.pending === 0) sc.poll(); };
   const takePicture = (pic) => {
+    try { takeEach(pic); } finally { ended(pic); }  // ended: the hold taken with the frame
+  };
+  const takeEach = (pic) => {
     for (let i = 0; i < drawnTo.length; i++) {
       const canvas = apply(drawnTo[i].canvas, drawnTo[i].ctx, []);
       let rect = null;
@@ -217,7 +221,6 @@
         opts.resizeWidth = PIC_W; opts.resizeHeight = PIC_H;
         made = apply(makeBitmap, window, [canvas, opts]);
       } catch (e) { continue; }
-      pic.pending += 1;
       apply(then, made, [(bitmap) => {
         let frame = null;
         try { const init = bare(null); init.timestamp = 0; frame = new VF(bitmap, init); } catch (e) { frame = null; }
@@ -232,6 +235,7 @@
         };
         try { apply(then, apply(vfCopyTo, frame, [data]), [() => done(true), () => done(false)]); } catch (e) { done(false); }
       }, () => ended(pic)]);
+      pic.pending += 1;  // after `then` took the callbacks (they run later): a throw leaves no hold
     }
   };
   // Share of a picture's pixels that differ by more than 10 in some channel (item 4's tolerance).
