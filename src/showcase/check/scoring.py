@@ -343,10 +343,12 @@ class _Scorer:
         if wheel_ok and drag_ok:
             return self.item("10", 1, figs, "the drag and the wheel each change the picture beyond the baseline",
                              "answers the mouse drag and wheel")
-        missing = " and ".join(n for n, ok in (("drag", drag_ok), ("wheel", wheel_ok)) if not ok)
-        if not all(f["webgl_changed"] for f in (wheel, drag)):
-            return self.item("10", 0, figs, f"the {missing} did not change what WebGL drew (only the page around it may have changed)")
-        return self.item("10", 0, figs, f"the {missing} did not change the picture beyond the no-input baseline")
+        failed = [(n, f) for n, f, ok in (("drag", drag, drag_ok), ("wheel", wheel, wheel_ok)) if not ok]
+        unseen = " and ".join(n for n, f in failed if not f["webgl_changed"])
+        beaten = " and ".join(n for n, f in failed if f["webgl_changed"])
+        why = ([f"the {unseen} did not change what WebGL drew (only the page around it may have changed)"] if unseen else []) + \
+              ([f"the {beaten} did not change the picture beyond the no-input baseline"] if beaten else [])
+        return self.item("10", 0, figs, "; ".join(why))
 
 
 def _gl(share: float | None) -> str:
