@@ -39,9 +39,13 @@ def test_chat_non_stream_rewrites_and_records(rig, upstream):
     assert "authorization" not in upstream.last()["headers"]  # the run's key never leaves the gate
     [line] = r.lines(1)
     assert (line.kind, line.api, line.status, line.stream) == ("api", "chat", 200, False)
-    assert line.fields["model"].requested == "gpt-4o" and line.fields["model"].enforced == MODEL
-    assert line.fields["temperature"].requested == 0 and line.fields["temperature"].enforced == 0.6
-    assert not line.fields["max_tokens"].present and line.fields["max_tokens"].enforced == 4096
+    changed = {c.field: c for c in line.fields.changed}
+    assert changed["model"].requested == "gpt-4o" and changed["model"].enforced == MODEL
+    assert changed["model"].why == "the run's model"
+    assert changed["temperature"].requested == 0 and changed["temperature"].enforced == 0.6
+    assert changed["temperature"].why == "the sampling file"
+    assert not changed["max_tokens"].present and changed["max_tokens"].enforced == 4096
+    assert line.fields.removed == []
     assert (line.prompt_tokens, line.answer_tokens, line.finish_reason) == (11, 7, "stop")
     assert not (line.injected or line.blocked or line.shortened) and line.error is None
     request_body = json.loads((r.log_dir / line.bodies[0]).read_text())

@@ -53,15 +53,16 @@ def test_codex_turn_rewritten_and_everything_else_kept(rig, upstream):
     r = rig()
     stream = r.sdk().responses.create(**codex_request(), extra_headers={"x-script": "codex"})
     events = list(stream)
-    sent = upstream.last()["body"]
     asked = codex_request()
-    # Forced: the model, the sampling, the answer limit; nothing added that Responses lacks.
-    assert sent["model"] == MODEL and sent["temperature"] == 0.6 and sent["top_k"] == 20
-    assert sent["max_output_tokens"] == 4096 and "stream_options" not in sent and "max_tokens" not in sent
-    # Kept as Codex sent them.
-    for name in ("instructions", "input", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store",
-                 "include", "prompt_cache_key", "text", "stream"):
-        assert sent[name] == asked[name], name
+    # Kept as Codex sent them: what a coding agent needs. Forced: the model, the sampling, the
+    # answer limit. Removed: its reasoning (the sampling file sets none), its text verbosity
+    # (sampling) and its cache key (provider-side state); nothing added that Responses lacks.
+    assert upstream.last()["body"] == {
+        **{name: asked[name] for name in ("instructions", "input", "tools", "tool_choice", "parallel_tool_calls",
+                                          "store", "stream", "include")},
+        "model": MODEL, "temperature": 0.6, "top_k": 20, "chat_template_kwargs": {"enable_thinking": True},
+        "max_output_tokens": 4096,
+    }
     # What Codex reads back: the reasoning item (with its encrypted content), both calls, the usage.
     done = [e.item for e in events if e.type == "response.output_item.done"]
     assert done[0].type == "reasoning" and done[0].encrypted_content == "opaque-blob"
@@ -73,7 +74,11 @@ def test_codex_turn_rewritten_and_everything_else_kept(rig, upstream):
     [line] = r.lines(1)
     assert (line.api, line.stream, line.status) == ("responses", True, 200)
     assert (line.prompt_tokens, line.answer_tokens, line.finish_reason) == (900, 40, "completed")
-    assert line.fields["model"].requested == "gpt-5-codex" and not line.fields["max_output_tokens"].present
+    assert line.fields.change("model").requested == "gpt-5-codex" and not line.fields.change("max_output_tokens").present
+    assert sorted((f.field, f.value, f.why) for f in line.fields.removed) == [
+        ("prompt_cache_key", "0199a2b4-run", "refers to what the provider keeps of the operator's account"),
+        ("reasoning", {"effort": "medium", "summary": "auto"}, "reasoning is the sampling file's, and it sets none"),
+        ("text.verbosity", "medium", "sampling is the sampling file's")]
     assert b'"usage"' in (r.log_dir / f"bodies/{line.id}.response.sse").read_bytes()
 
 
@@ -90,12 +95,12 @@ def test_codex_turn_not_streamed(rig, upstream):
 def test_stream_passes_byte_for_byte_as_the_upstream_sent_it(rig, upstream):
     """curl, TCP to the upstream directly and the Unix socket through the gate: the same bytes."""
     r = rig()
-    body = json.dumps({**codex_request(), "model": MODEL, "temperature": 0.6, "top_k": 20,
-                       "chat_template_kwargs": {"enable_thinking": True}, "max_output_tokens": 4096})
-    common = ["-sN", "-H", "Content-Type: application/json", "-H", "x-script: codex", "-d", body]
-    direct = subprocess.run(["curl", *common, f"{upstream.url}/responses"], capture_output=True, timeout=20)
-    gated = subprocess.run(["curl", *common, "-H", f"Authorization: Bearer {KEY}", "--unix-socket",
-                            str(r.server.socket_path), "http://gate/v1/responses"], capture_output=True, timeout=20)
+    common = ["-sN", "-H", "Content-Type: application/json", "-H", "x-script: codex", "-d"]
+    gated = subprocess.run(["curl", *common, json.dumps(codex_request()), "-H", f"Authorization: Bearer {KEY}",
+                            "--unix-socket", str(r.server.socket_path), "http://gate/v1/responses"],
+                           capture_output=True, timeout=20)
+    forwarded = json.dumps(upstream.last()["body"])  # the same request, as the gate forwarded it
+    direct = subprocess.run(["curl", *common, forwarded, f"{upstream.url}/responses"], capture_output=True, timeout=20)
     assert gated.stdout == direct.stdout and gated.stdout.count(b"event: response.output_item.done") == 3
     assert upstream.received[-1]["body"] == upstream.received[-2]["body"]  # the gate sent what it was told to
 

@@ -26,8 +26,12 @@ from starlette.routing import Match, Route
 from starlette.types import Receive, Scope, Send
 
 from showcase.gate.config import GateConfig
-from showcase.gate.log import FieldChange, GateLogLine, GateRecorder, GateStats, utc_now
-from showcase.gate.rewrite import ABSENT, GENERATION_APIS, OTHER, SERVED_METHODS, Rewrite, classify, rewrite_request
+from showcase.gate.log import (
+    GateLogLine, GateRecorder, GateStats, RemovedField, RequestFields, count_finish_now, count_request, utc_now,
+)
+from showcase.gate.rewrite import (
+    ABSENT, GENERATION_APIS, MODELS, OTHER, SERVED_METHODS, WHY_MODELS_BODY, Rewrite, classify, rewrite_request,
+)
 from showcase.gate.transport import AsyncioBackend, connection_refused
 from showcase.gate.stream import (
     AnswerFacts, EventTooLarge, StreamTap, error_object, read_answer, stream_end, stream_error_event,
@@ -73,7 +77,7 @@ class _Live:
     __slots__ = ("deadline", "timeout", "cut", "send_stuck")
 
     def __init__(self, deadline: float) -> None:
-        self.deadline = deadline  # the serving loop's time at which the answer is cut
+        self.deadline = deadline  # the serving loop's time at which the answer is cut (inf: only at the hard stop)
         self.timeout: asyncio.Timeout | None = None  # set while waiting for the upstream
         self.cut: tuple[str, str] | None = None  # (error code, why) once it must end
         self.send_stuck = False  # a send to the client outlived the answer's deadline
@@ -274,48 +278,91 @@ class Gate:
             if line.method not in SERVED_METHODS[api]:
                 return self._refuse(line, arrived, request, 405, "method_not_allowed", "method not allowed",
                                     f"{line.method} {line.path} is not served; use {' or '.join(SERVED_METHODS[api])}")
-            cap = self.config.limits.max_request_bytes
-            read = await self._read_body(request, cap)
-            if read is None:
-                return self._refuse(line, arrived, request, 413, "request_too_large", f"body over {cap} bytes",
-                                    f"the request body is larger than the gate's {cap}-byte cap")
-            body = read
-            line.bytes_in = len(body)
-            rewrite = None
-            send = body
-            if api in GENERATION_APIS:
-                try:
-                    parsed = _parse_json(body) if body else None
-                except (ValueError, UnicodeDecodeError):
-                    parsed = None
-                if not isinstance(parsed, dict):
-                    return self._refuse(line, arrived, body, 400, "invalid_body",
-                                        "empty body" if not body else "body not a JSON object",
-                                        "the request body must be one JSON object")
-                rewrite = self._rewrite(api, parsed, line)
-                send = _json_bytes(rewrite.body)
-            return await self._forward(request, line, arrived, api, body, send, rewrite)
+            # From here the request is under way: the hard stop (and the answer's own bound, if
+            # any) cuts it, its body still arriving or its answer.
+            loop = asyncio.get_running_loop()
+            answer_s = self.config.limits.answer_s
+            live = _Live(loop.time() + answer_s if answer_s is not None else float("inf"))
+            self._live.add(live)
+            handed_over = False
+            try:
+                response = await self._read_and_forward(request, line, arrived, api, live, loop)
+                handed_over = isinstance(response, StreamingResponse)
+                return response
+            finally:
+                if not handed_over:
+                    self._live.discard(live)
         except ClientDisconnect:  # gone while sending its body: nothing to forward, nobody to answer
             line.client_gone = True
+            line.not_completed_why = "the client left while sending its body"
             return self._answer_error(line, arrived, b"", 400, "client_gone", "the client left while sending its body")
         except Exception as exc:  # a gate bug must cost one answer, never the gate or the record
             line.error = f"gate fault: {exc.__class__.__name__}: {exc}"
             return self._answer_error(line, arrived, body, 500, "gate_error", line.error)
 
+    async def _read_and_forward(self, request: Request, line: GateLogLine, arrived: float, api: str, live: _Live,
+                                loop: asyncio.AbstractEventLoop) -> Response:
+        cap = self.config.limits.max_request_bytes
+        try:
+            async with asyncio.timeout(self._wait_s(live, loop, None)) as live.timeout:
+                read = await self._read_body(request, cap, line)
+        except TimeoutError:
+            return self._body_cut(line, arrived, self._cut_due(live, loop, _TIMER_SLACK_S))
+        finally:
+            live.timeout = None
+        if read is None:
+            return self._refuse(line, arrived, request, 413, "request_too_large", f"body over {cap} bytes",
+                                f"the request body is larger than the gate's {cap}-byte cap")
+        body = read
+        rewrite = None
+        send = body
+        if api in GENERATION_APIS:
+            try:
+                parsed = _parse_json(body) if body else None
+            except (ValueError, UnicodeDecodeError):
+                parsed = None
+            if not isinstance(parsed, dict):
+                return self._refuse(line, arrived, body, 400, "invalid_body",
+                                    "empty body" if not body else "body not a JSON object",
+                                    "the request body must be one JSON object")
+            rewrite = self._rewrite(api, parsed, line)
+            send = _json_bytes(rewrite.body)
+        elif api == MODELS and body:
+            line.fields = RequestFields(removed=[RemovedField(field="body", why=WHY_MODELS_BODY, value_bytes=len(body))])
+            send = b""
+        return await self._forward_live(request, line, arrived, api, body, send, rewrite, live, loop)
+
     @staticmethod
-    async def _read_body(request: Request, cap: int) -> bytes | None:
-        """The whole body, or None as soon as it is known to pass `cap` (the rest is never read)."""
+    async def _read_body(request: Request, cap: int, line: GateLogLine) -> bytes | None:
+        """The whole body, or None as soon as it is known to pass `cap` (the rest is never read).
+
+        `line.bytes_in` counts what arrived so far, so a body cut on its way is recorded as such."""
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cap:
             return None
         parts: list[bytes] = []
-        size = 0
         async for chunk in request.stream():
-            size += len(chunk)
-            if size > cap:
+            line.bytes_in += len(chunk)
+            if line.bytes_in > cap:
                 return None
             parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _body_cut(self, line: GateLogLine, arrived: float, cut: tuple[str, str] | None) -> Response:
+        """A body still arriving at the hard stop (or past the answer's own bound): never forwarded,
+        answered at once, and the connection closed rather than the rest read."""
+        line.not_completed = True
+        answer_s = self.config.limits.answer_s
+        if cut is None or cut[0] == "run_over" or answer_s is None:
+            line.not_completed_why = "its body was still arriving at the hard stop"
+            response = self._answer_error(line, arrived, b"", 403, "run_over",
+                                          "the run's hard stop passed while the request body was still arriving")
+        else:
+            line.not_completed_why = f"its body was still arriving after {answer_s:g} s"
+            response = self._answer_error(line, arrived, b"", 408, "request_too_slow",
+                                          f"the request body was still arriving after {answer_s:g} s")
+        response.headers["connection"] = "close"
+        return response
 
     def _rewrite(self, api: str, parsed: dict[str, Any], line: GateLogLine) -> Rewrite:
         cfg = self.config
@@ -324,20 +371,17 @@ class Gate:
             api, parsed, model=cfg.model, sampling=cfg.sampling, answer_limit=cfg.answer_limit,
             finish_now_text=cfg.finish_now_text if due else None,
         )
-        line.fields = {
-            path: FieldChange(present=c.requested is not ABSENT,
-                              requested=None if c.requested is ABSENT else c.requested, enforced=c.enforced)
-            for path, c in rewrite.changes.items()
-        }
+        line.fields = RequestFields.bounded(
+            [(path, c.why, c.requested is not ABSENT, None if c.requested is ABSENT else c.requested, c.enforced)
+             for path, c in rewrite.changes.items()],
+            [(r.path, r.why, r.value) for r in rewrite.removed],
+        )
         if rewrite.shortened_why:
             line.shortened = True
             line.shortened_why = rewrite.shortened_why
         if rewrite.injected:
             line.injected = True
-            self.stats.finish_now_count += 1
-            if self.stats.finish_now_first_s is None:
-                self.stats.finish_now_first_s = line.t_s
-                self.stats.finish_now_first_at = line.time
+            count_finish_now(self.stats, line)  # now, not when the answer ends: the run announces it
         return rewrite
 
     # ----- cutting answers -------------------------------------------------------------------
@@ -364,14 +408,17 @@ class Gate:
                 live.cut = ("answer_too_long", f"answer still running at the {self.config.limits.answer_s:g} s cap on one answer")
         return live.cut
 
-    def _wait_s(self, live: _Live, loop: asyncio.AbstractEventLoop, bound: float) -> float:
-        """`bound`, shortened to what is left of the answer's time and of the run."""
-        wait = min(bound, live.deadline - loop.time())
+    def _wait_s(self, live: _Live, loop: asyncio.AbstractEventLoop, bound: float | None) -> float | None:
+        """`bound` (None: none), shortened to what is left of the answer's time and of the run;
+        None when nothing bounds the wait (hard_stop() still ends it: it reschedules the timeout)."""
+        wait = live.deadline - loop.time()
+        if bound is not None:
+            wait = min(wait, bound)
         after = self.config.hard_stop_after_s
         elapsed = self.elapsed()
         if after is not None and elapsed is not None:
             wait = min(wait, after - elapsed)
-        return max(wait, 0.0)
+        return None if wait == float("inf") else max(wait, 0.0)
 
     def _mark_cut(self, line: GateLogLine, why: str) -> None:
         line.shortened = True
@@ -382,11 +429,10 @@ class Gate:
         """`send` to a stream's client, bounded by the answer's deadline and the hard stop: a client
         that stops reading must not hold the answer (and its upstream connection) for ever."""
         loop = asyncio.get_running_loop()
-        inf = float("inf")
 
         async def bounded(message: dict) -> None:
             # Once cut, only the error event and the end are left to send: a short grace for them.
-            bound = _CUT_SEND_GRACE_S if live.cut is not None else inf
+            bound = _CUT_SEND_GRACE_S if live.cut is not None else None
             try:
                 async with asyncio.timeout(self._wait_s(live, loop, bound)) as live.timeout:
                     await send(message)
@@ -400,22 +446,6 @@ class Gate:
         return bounded
 
     # ----- the upstream ----------------------------------------------------------------------
-
-    async def _forward(
-        self, request: Request, line: GateLogLine, arrived: float, api: str,
-        body: bytes, send: bytes, rewrite: Rewrite | None,
-    ) -> Response:
-        loop = asyncio.get_running_loop()
-        live = _Live(loop.time() + self.config.limits.answer_s)
-        self._live.add(live)
-        handed_over = False
-        try:
-            response = await self._forward_live(request, line, arrived, api, body, send, rewrite, live, loop)
-            handed_over = isinstance(response, StreamingResponse)
-            return response
-        finally:
-            if not handed_over:
-                self._live.discard(live)
 
     async def _forward_live(
         self, request: Request, line: GateLogLine, arrived: float, api: str,
@@ -664,6 +694,9 @@ class Gate:
             line.first_byte_ms = round(line.first_byte_ms, 3)
         if facts is None and not line.blocked and api in GENERATION_APIS and isinstance(answer, bytes):
             facts = read_answer(api, answer)
+        if line.client_gone and not line.not_completed:
+            line.not_completed = True
+            line.not_completed_why = line.not_completed_why or "the client left before the answer ended"
         if facts is not None:
             line.prompt_tokens = facts.prompt_tokens
             line.answer_tokens = facts.answer_tokens
@@ -686,26 +719,8 @@ class Gate:
         self._write_stats()
 
     def _count(self, line: GateLogLine) -> None:
-        s = self.stats
-        if line.kind == "tool":
-            s.tool_requests += 1
-        else:
-            s.requests += 1
-        if line.blocked:
-            s.blocked += 1
-            why = line.blocked_why or "?"
-            # A new dict, not an update: start_clock()/hard_stop() may serialise the stats from the
-            # run's own thread at this moment, and must never see a dict change size under it.
-            s.blocked_why = {**s.blocked_why, why: s.blocked_why.get(why, 0) + 1}
-        elif line.error and line.kind == "api":
-            s.errors += 1
-        if line.shortened:
-            s.shortened += 1
-        if line.bodies_not_kept:
-            s.bodies_not_kept += len(line.bodies_not_kept)
-        s.bodies_kept_bytes = self.recorder.kept_bytes
-        s.prompt_tokens += line.prompt_tokens or 0
-        s.answer_tokens += line.answer_tokens or 0
+        count_request(self.stats, line)
+        self.stats.bodies_kept_bytes = self.recorder.kept_bytes
 
     def _write_stats(self) -> None:
         self.stats.updated_at = utc_now()

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from showcase.errors import UserError
 from showcase.gate.app import create_gate
-from showcase.gate.config import GateConfig, UpstreamTimeouts, load_sampling
+from showcase.gate.config import GateConfig, GateLimits, UpstreamTimeouts, load_sampling
 from showcase.gate.probe import probe_upstream
 from showcase.gate.server import GateServer
 
@@ -36,6 +36,10 @@ def gate(
     upstream_ca_file: Path | None = typer.Option(None, help="CA (PEM) that signed an HTTPS upstream's certificate."),
     stall_timeout: float = typer.Option(300.0, min=0.1, help="Seconds of silence mid-stream before the gate gives up."),
     first_byte_timeout: float = typer.Option(1800.0, min=0.1, help="Seconds to wait for the upstream's answer to begin."),
+    answer_timeout: float = typer.Option(
+        3600.0, min=0.1, help="Seconds from a request's arrival to its answer's last byte; an answer still running "
+        "then is cut (a run's own gate has no such bound: its answers are cut at the run's hard stop)."
+    ),
     probe: bool = typer.Option(True, help="Check the upstream lists the model before serving."),
     as_json: bool = typer.Option(False, "--json", help="Print the listening addresses as one JSON line."),
 ) -> None:
@@ -57,6 +61,7 @@ def gate(
             finish_now_after_s=finish_now_after, finish_now_text=text, hard_stop_after_s=hard_stop_after,
             log_dir=log_dir, upstream_ca_file=upstream_ca_file,
             upstream_timeout_s=UpstreamTimeouts(stall_s=stall_timeout, first_byte_s=first_byte_timeout),
+            limits=GateLimits(answer_s=answer_timeout),
         )
     except ValidationError as exc:
         first = exc.errors()[0]

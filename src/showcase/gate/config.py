@@ -11,7 +11,7 @@ from showcase.errors import UserError
 # Fields the gate owns; a sampling file that set them would fight the gate's own rewriting.
 RESERVED_SAMPLING_FIELDS = frozenset(
     {"model", "messages", "prompt", "input", "stream", "stream_options", "tools", "tool_choice",
-     "max_tokens", "max_completion_tokens", "max_output_tokens"}
+     "max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of", "store", "background"}
 )
 
 
@@ -48,10 +48,12 @@ class GateLimits(BaseModel):
     max_answer_bytes: int = Field(64 * MiB, gt=0)
     """An answer (streamed or not) larger than this is cut: a 32k-token answer streams a few MB."""
 
-    answer_s: float = Field(3600.0, gt=0)
+    answer_s: float | None = Field(None, gt=0)
     """Wall time from a request's arrival to its answer's last byte; a stream still running then is
-    cut, however steadily it sends (the stall bound only catches silence). A slow local model
-    writing a 32k-token answer at 10 tokens/s needs under an hour."""
+    cut, however steadily it sends (the stall bound only catches silence). None (a run's gate): no
+    bound of its own, the answer is cut at the run's hard stop, which is the bound that matters (a
+    thinking model writing a 262,144-token answer at 60 tokens/s needs 73 minutes). `showcase
+    gate` alone sets one (`--answer-timeout`, default 3600 s)."""
 
     max_stored_body_bytes: int = Field(64 * MiB, gt=0)
     """A body larger than this is not kept under bodies/; its log line says so."""
@@ -113,7 +115,7 @@ class GateConfig(BaseModel):
         if clash:
             raise ValueError(
                 f"sampling may not set {', '.join(clash)}: the gate sets the model, the answer limit "
-                "(--answer-limit) and streaming itself"
+                "(--answer-limit), streaming, tools and one answer per request itself"
             )
         return value
 

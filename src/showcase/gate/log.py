@@ -7,13 +7,15 @@ loop that serves requests; close() drains it (a hard kill of the process loses a
 writes not yet done, and a reader skips a line it cut).
 """
 
+import json
 import queue
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+import orjson
+from pydantic import BaseModel, Field, field_validator
 
 from showcase.errors import UserError
 from showcase.io import append_jsonl, scan_jsonl, write_text_atomic
@@ -27,12 +29,73 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class FieldChange(BaseModel):
-    """One request field the gate enforced."""
+# Bounds on what one request's line says of its fields: an agent controls their number and size.
+MAX_FIELD_ENTRIES = 100
+MAX_LOGGED_VALUE_BYTES = 1000
 
+
+def _json_size(value: Any) -> int:
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # an integer past 64 bits: the stdlib writes it
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _bounded(value: Any) -> tuple[Any, int | None]:
+    """(the value, None), or (None, its size in bytes) when it is too long to log."""
+    size = _json_size(value)
+    return (None, size) if size > MAX_LOGGED_VALUE_BYTES else (value, None)
+
+
+class ChangedField(BaseModel):
+    """One request field the gate set to another value than the client's."""
+
+    field: str = Field(description="dotted path, e.g. 'model', 'reasoning.effort'")
+    why: str = Field(description="why the gate set it (a short fixed reason, e.g. 'the sampling file')")
     present: bool = Field(description="whether the client's request had this field at all")
-    requested: Any = Field(None, description="the client's value (null when absent)")
-    enforced: Any = Field(description="the value sent upstream")
+    requested: Any = Field(None, description="the client's value (null when absent or too long to log)")
+    requested_bytes: int | None = Field(None, description=f"the client's value's JSON size, when over {MAX_LOGGED_VALUE_BYTES} bytes")
+    enforced: Any = Field(None, description="the value sent upstream (null when too long to log)")
+    enforced_bytes: int | None = Field(None, description=f"the value's JSON size, when over {MAX_LOGGED_VALUE_BYTES} bytes")
+
+
+class RemovedField(BaseModel):
+    """One request field (or one entry of a list field, such as a tool) the gate did not forward."""
+
+    field: str = Field(description="dotted path; a list entry is named by its list, e.g. 'tools'")
+    why: str = Field(description="why it was removed (a short fixed reason, e.g. 'unknown field')")
+    value: Any = Field(None, description="the client's value (null when too long to log)")
+    value_bytes: int | None = Field(None, description=f"the value's JSON size, when over {MAX_LOGGED_VALUE_BYTES} bytes")
+
+
+class RequestFields(BaseModel):
+    """What the gate changed and removed of one request's fields."""
+
+    changed: list[ChangedField] = Field(default_factory=list, description="fields set to another value, each with why")
+    removed: list[RemovedField] = Field(default_factory=list, description="fields not forwarded, each with why")
+    not_listed: int = Field(0, description=f"entries left out past the first {MAX_FIELD_ENTRIES} of this request")
+
+    @classmethod
+    def bounded(cls, changed: list[tuple[str, str, bool, Any, Any]], removed: list[tuple[str, str, Any]]) -> "RequestFields":
+        """From (field, why, present, requested, enforced) and (field, why, value) tuples, within the bounds."""
+        out = cls()
+        room = MAX_FIELD_ENTRIES
+        for name, why, present, requested, enforced in changed[:room]:
+            requested, requested_bytes = _bounded(requested)
+            enforced, enforced_bytes = _bounded(enforced)
+            out.changed.append(ChangedField(field=name, why=why, present=present, requested=requested,
+                                            requested_bytes=requested_bytes, enforced=enforced,
+                                            enforced_bytes=enforced_bytes))
+        room -= len(out.changed)
+        for name, why, value in removed[:room]:
+            value, value_bytes = _bounded(value)
+            out.removed.append(RemovedField(field=name, why=why, value=value, value_bytes=value_bytes))
+        out.not_listed = len(changed) + len(removed) - len(out.changed) - len(out.removed)
+        return out
+
+    def change(self, name: str) -> ChangedField | None:
+        """The change of one field, if the gate changed it."""
+        return next((c for c in self.changed if c.field == name), None)
 
 
 class GateLogLine(BaseModel):
@@ -49,8 +112,8 @@ class GateLogLine(BaseModel):
     )
     stream: bool = Field(False, description="whether the answer was a server-sent event stream")
     status: int = Field(description="HTTP status the client got")
-    fields: dict[str, FieldChange] = Field(
-        default_factory=dict, description="requested vs enforced value of every field the gate forces, by dotted path"
+    fields: RequestFields = Field(
+        default_factory=RequestFields, description="the request's fields the gate changed or removed, each with why"
     )
     prompt_tokens: int | None = Field(None, description="prompt tokens as the upstream counted them")
     answer_tokens: int | None = Field(None, description="answer (completion/output) tokens as the upstream counted them")
@@ -68,12 +131,26 @@ class GateLogLine(BaseModel):
     )
     error: str | None = Field(None, description="upstream fault (refused, 4xx/5xx, reset, stall), as told to the client")
     client_gone: bool = Field(False, description="the client closed the connection before the answer ended")
+    not_completed: bool = Field(
+        False, description="the request never completed: its body was still arriving at the hard stop, or its "
+        "client left before the answer ended"
+    )
+    not_completed_why: str | None = Field(None, description="why it never completed")
     bytes_in: int = Field(0, description="request body size as received")
     bytes_out: int = Field(0, description="answer body size as sent to the client")
     bodies: list[str] = Field(default_factory=list, description="body files kept for this request, relative to the log folder")
     bodies_not_kept: list[str] = Field(
         default_factory=list, description="bodies of this request not kept, each with why (over a storage cap)"
     )
+
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _fields_of_older_lines(cls, value: Any) -> Any:
+        # Lines written before fields had `changed`/`removed` held {dotted path: {present, requested, enforced}}.
+        if isinstance(value, dict) and value and not value.keys() <= {"changed", "removed", "not_listed"}:
+            return {"changed": [{"field": name, "why": "forced", **change} for name, change in value.items()
+                                if isinstance(change, dict)]}
+        return value
 
 
 class GateStats(BaseModel):
@@ -83,6 +160,9 @@ class GateStats(BaseModel):
     clock_started_at: str | None = Field(None, description="UTC time of the run's t=0 (start_clock); null if never started")
     updated_at: str = Field(description="UTC time of the last update")
     requests: int = Field(0, description="model API requests finished (blocked ones included)")
+    not_completed: int = Field(
+        0, description="requests that never completed: body still arriving at the hard stop, or client gone before the answer"
+    )
     errors: int = Field(0, description="requests that ended in an upstream fault (refused, 4xx/5xx, reset, stall)")
     blocked: int = Field(0, description="requests the gate refused")
     blocked_why: dict[str, int] = Field(default_factory=dict, description="refused requests by reason")
@@ -214,3 +294,48 @@ class GateRecorder:
 def read_log(path: Path) -> list[GateLogLine]:
     """All whole lines of a gate.log, validated; a line torn by a killed gate is left out."""
     return [GateLogLine.model_validate(row) for row in scan_jsonl(path)[0]]
+
+
+def count_request(stats: GateStats, line: GateLogLine) -> None:
+    """Count one finished request into `stats`: the one place the gate's counters are kept
+    (the live gate counts each line as it finishes, `stats_from_log` a whole gate.log)."""
+    if line.kind == "tool":
+        stats.tool_requests += 1
+    else:
+        stats.requests += 1
+        latest = stats.last_request_id
+        stats.last_request_id = line.id if latest is None else max(latest, line.id, key=lambda i: (len(i), i))
+    if line.blocked:
+        stats.blocked += 1
+        why = line.blocked_why or "?"
+        # A new dict, not an update: start_clock()/hard_stop() may serialise the stats from the
+        # run's own thread at this moment, and must never see a dict change size under it.
+        stats.blocked_why = {**stats.blocked_why, why: stats.blocked_why.get(why, 0) + 1}
+    elif line.error and line.kind == "api":
+        stats.errors += 1
+    if line.not_completed and line.kind == "api":
+        stats.not_completed += 1
+    if line.shortened:
+        stats.shortened += 1
+    stats.bodies_not_kept += len(line.bodies_not_kept)
+    stats.prompt_tokens += line.prompt_tokens or 0
+    stats.answer_tokens += line.answer_tokens or 0
+
+
+def count_finish_now(stats: GateStats, line: GateLogLine) -> None:
+    """Count a request that got the finish-now message (the live gate does so when it is sent)."""
+    stats.finish_now_count += 1
+    if stats.finish_now_first_s is None:
+        stats.finish_now_first_s = line.t_s
+        stats.finish_now_first_at = line.time
+
+
+def stats_from_log(path: Path) -> GateStats:
+    """The gate's counters rebuilt from a gate.log (for a run whose gate-stats.json is missing or torn)."""
+    now = utc_now()
+    stats = GateStats(started_at=now, updated_at=now)
+    for line in read_log(path) if path.exists() else []:
+        count_request(stats, line)
+        if line.injected:
+            count_finish_now(stats, line)
+    return stats

@@ -392,6 +392,9 @@ class RunInfo(_Strict):
     finish_now_sent: int = Field(ge=0, description="how many requests got the finish-now message")
     finish_now_first_s: float | None = Field(description="seconds since start of the first one; null if never sent")
     requests: int = Field(ge=0, description="model requests through the gate")
+    not_completed: int = Field(
+        0, ge=0, description="requests that never completed: body still arriving at the hard stop, client gone before the answer"
+    )
     errors: int = Field(ge=0, description="requests that ended in an error")
     blocked: int = Field(ge=0, description="requests the gate refused (e.g. after the hard stop)")
     shortened: int = Field(ge=0, description="requests the gate shortened (answer limit lowered to fit)")

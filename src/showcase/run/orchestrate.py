@@ -832,13 +832,13 @@ def score_version(state: FinalizeState, chosen: Path, n: int, npm_dir: Path | No
 
 def run_info(state: FinalizeState, versions, choice, chosen: Path | None):
     """run-info.json: the run's figures from its events, the gate's stats and the contract."""
-    from showcase.gate.log import GateStats, read_log
+    from showcase.gate.log import GateStats, stats_from_log
     from showcase.run.artefacts import ContainerLimits, ForeignProcess, LoadSample, RunInfo
     from showcase.run.summary import with_summary
     from showcase.run.title import world_title
 
     layout, events, contract = state.layout, state.events, state.contract
-    stats = _gate_stats(layout, GateStats, read_log)
+    stats = _gate_stats(layout, GateStats, stats_from_log)
     ended = _how_agent_ended(events, state.interrupted)
     start = next((e for e in events if e.event == "run_started"), None)
     agent_start = next((e for e in events if e.event == "agent_started"), None)
@@ -856,6 +856,7 @@ def run_info(state: FinalizeState, versions, choice, chosen: Path | None):
         finish_now_sent=stats.finish_now_count,
         finish_now_first_s=stats.finish_now_first_s,
         requests=stats.requests,
+        not_completed=stats.not_completed,
         errors=stats.errors,
         blocked=stats.blocked,
         shortened=stats.shortened,
@@ -1036,30 +1037,12 @@ class CatchUp:
         self.browser.close()
 
 
-def _gate_stats(layout: RunLayout, GateStats, read_log):
+def _gate_stats(layout: RunLayout, GateStats, stats_from_log):
     """gate-stats.json as the gate kept it; rebuilt from gate.log if it is missing or torn."""
     try:
         return GateStats.model_validate_json(layout.gate_stats.read_text())
     except (OSError, ValueError):
-        pass
-    now = _now_iso()
-    stats = GateStats(started_at=now, updated_at=now)
-    lines = read_log(layout.gate_log) if layout.gate_log.exists() else []
-    for line in lines:
-        if line.kind != "api":
-            stats.tool_requests += 1
-            continue
-        stats.requests += 1
-        stats.errors += bool(line.error)
-        stats.blocked += line.blocked
-        stats.shortened += line.shortened
-        stats.prompt_tokens += line.prompt_tokens or 0
-        stats.answer_tokens += line.answer_tokens or 0
-        if line.injected:
-            stats.finish_now_count += 1
-            if stats.finish_now_first_s is None:
-                stats.finish_now_first_s, stats.finish_now_first_at = line.t_s, line.time
-    return stats
+        return stats_from_log(layout.gate_log)
 
 
 def _how_agent_ended(events: list[RunEvent], interrupted: bool) -> dict:

@@ -50,12 +50,15 @@ def run_sentences(info: RunInfo) -> str:
 
 
 def _requests(figures: RunInfo | GateStats) -> str:
-    """'92 requests, no error, none blocked, none shortened (13,658,733 prompt tokens, 169,578 answer tokens)'"""
+    """'92 requests, no error, none blocked, none shortened (13,658,733 prompt tokens, 169,578 answer tokens)';
+    requests that never completed are said after the count: '45 requests, 40 never completed, no error, ...'"""
     requests = _count(figures.requests, "request", "requests", "no request")
     requests = requests[0].upper() + requests[1:]
+    unfinished = [f"{figures.not_completed:,} never completed"] if figures.not_completed else []
     counts = ", ".join(
         [
             requests,
+            *unfinished,
             _count(figures.errors, "error", "errors", "no error"),
             "none blocked" if figures.blocked == 0 else f"{figures.blocked:,} blocked",
             "none shortened" if figures.shortened == 0 else f"{figures.shortened:,} shortened",
