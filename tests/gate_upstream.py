@@ -6,7 +6,8 @@ ok (default), tool, error400, error500, html502, reset (stream breaks after two 
 goes silent), slow (headers late), and the hostile ones: endless (an event every 0.1 s, for a
 minute), flood (events as fast as it can, for a minute), bigevent (one event of `x-size` bytes,
 64 MiB by default, in 64 KiB chunks), huge (a non-streamed answer of `x-size` bytes), hold (two
-events, then silence for a minute); codex (Responses: the events Codex CLI reads, with a reasoning
+events, then silence for a minute); long (a chat stream that sends an event every 0.1 s for
+`x-seconds` seconds, 3 by default, then ends as a model's answer does); codex (Responses: the events Codex CLI reads, with a reasoning
 item and two parallel tool calls). Every request it receives is kept in `.received` so tests
 check what the gate actually sent upstream; `.sent` counts the bytes of each bigevent stream.
 """
@@ -63,7 +64,7 @@ class ScriptedUpstream:
         if script == "huge":
             return Response(b'{"pad": "' + b"x" * int(request.headers.get("x-size", 1 << 20)) + b'"}',
                             media_type="application/json")
-        if script in ("endless", "flood", "bigevent", "hold"):
+        if script in ("endless", "flood", "bigevent", "hold", "long"):
             return StreamingResponse(self._hostile(script, request), media_type="text/event-stream")
         if path == "/v1/models":
             return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "test"}]})
@@ -191,7 +192,7 @@ class ScriptedUpstream:
         return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 
     async def _hostile(self, script: str, request: Request):
-        """Streams no real model sends; each stops by itself within a minute."""
+        """Streams no real model sends (and one long one that it might); each stops by itself within a minute."""
         chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
                  "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}
         event = b"data: " + json.dumps(chunk).encode() + b"\n\n"
@@ -207,6 +208,14 @@ class ScriptedUpstream:
                 self.sent[index] += len(piece)
                 await asyncio.sleep(0)
             yield b'"}\n\n' + b"data: [DONE]\n\n"
+            return
+        if script == "long":
+            end = time.monotonic() + float(request.headers.get("x-seconds", 3))
+            while time.monotonic() < end:
+                yield event
+                await asyncio.sleep(0.1)
+            last = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            yield b"data: " + json.dumps(last).encode() + b"\n\n" + b"data: [DONE]\n\n"
             return
         if script == "hold":
             if request.url.path == "/v1/responses":

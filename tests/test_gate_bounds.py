@@ -382,4 +382,57 @@ def test_a_client_gone_while_sending_its_body_is_no_gate_fault(rig, upstream):
                      b"\r\nContent-Length: 1000\r\n\r\n" + b"{" * 10)
     [line] = r.lines(1)
     assert line.client_gone and "gate fault" not in (line.error or "") and r.stats(1).errors == 0
+    assert line.not_completed and line.not_completed_why == "the client left while sending its body"
+    assert r.stats(1).not_completed == 1
     assert len(upstream.received) == before
+
+
+def test_a_body_still_arriving_at_the_hard_stop_is_cut_and_never_completed(rig, upstream):
+    """An upload the agent never finishes: cut at the hard stop, answered, and said as never completed."""
+    from showcase.gate.log import stats_from_log
+    from showcase.run.summary import unfinished_run_sentences
+
+    r = rig()
+    before = len(upstream.received)
+    sent = b'{"model": "x", "messages": ['
+    sock = socket.create_connection(("127.0.0.1", r.server.tcp_port), timeout=10)
+    try:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gate\r\nAuthorization: Bearer " + KEY.encode() +
+                     b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n" + sent)
+        assert wait_until(lambda: len(r.gate._live) == 1)  # the gate is reading the body
+        r.gate.hard_stop()
+        answer = b""
+        while data := sock.recv(65536):  # the gate answers and closes, not waiting for the rest
+            answer += data
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "run_over"
+    [line] = r.lines(1)
+    assert line.not_completed and line.not_completed_why == "its body was still arriving at the hard stop"
+    assert (line.status, line.bytes_in, line.blocked, line.error) == (403, len(sent), False, None)
+    stats = r.stats(1)
+    assert (stats.requests, stats.not_completed, stats.errors, stats.blocked) == (1, 1, 0, 0)
+    rebuilt = stats_from_log(r.log_dir / "gate.log")
+    assert (rebuilt.requests, rebuilt.not_completed, rebuilt.errors) == (1, 1, 0)
+    assert unfinished_run_sentences(None, stats).endswith(
+        "1 request, 1 never completed, no error, none blocked, none shortened (0 prompt tokens, 0 answer tokens).")
+    assert len(upstream.received) == before
+
+
+def test_a_long_answer_is_bounded_by_the_run_not_by_a_fixed_clock(rig):
+    """A steady 3 s stream passes whole under a run's gate (no answer bound of its own; the hard stop
+    is hours away), and is cut where a fixed bound shorter than it is set (as `showcase gate` has)."""
+    r = rig()
+    assert r.gate.config.limits.answer_s is None
+    started = time.monotonic()
+    chunks = list(r.sdk().chat.completions.create(model="x", messages=MSG, stream=True,
+                                                   extra_headers={"x-script": "long", "x-seconds": "3"}))
+    assert time.monotonic() - started >= 3 and chunks[-1].choices[0].finish_reason == "stop"
+    [line] = r.lines(1)
+    assert not line.shortened and line.error is None and line.finish_reason == "stop"
+    fixed = rig(settings={"limits": GateLimits(answer_s=1)})
+    with pytest.raises(openai.APIError, match="1 s cap on one answer"):
+        for _ in fixed.sdk().chat.completions.create(model="x", messages=MSG, stream=True,
+                                                     extra_headers={"x-script": "long", "x-seconds": "3"}):
+            pass

@@ -299,6 +299,8 @@ def test_client_gone_mid_stream_still_recorded(rig):
         next(response.iter_bytes())  # take the first event, then hang up during the stall
     [line] = r.lines(1)
     assert line.stream and line.client_gone and line.error is None
+    assert line.not_completed and line.not_completed_why == "the client left before the answer ended"
+    assert r.stats(1).not_completed == 1
 
 
 def test_refuses_a_log_folder_that_holds_a_run(upstream, tmp_path):
@@ -344,6 +346,14 @@ def test_cli_serves_until_terminated(upstream, tmp_path):
     assert proc.returncode == 0, proc.stderr.read()
     [line] = read_log(tmp_path / "log" / "gate.log")
     assert line.injected and line.status == 200
+
+
+def test_cli_help_shows_the_answer_bound():
+    out = subprocess.run([sys.executable, "-m", "showcase.cli", "gate", "--help"], capture_output=True, text=True,
+                         timeout=30, env={**os.environ, "COLUMNS": "300"})
+    assert out.returncode == 0
+    [row] = [row for row in out.stdout.splitlines() if "--answer-timeout" in row]
+    assert "default: 3600" in row and "cut" in row
 
 
 def test_cli_bad_input_is_one_line(tmp_path):

@@ -112,6 +112,32 @@ def test_rewrite_request_all_together():
     assert rw.changes["model"].requested == "gpt-4o"
 
 
+def test_the_sampling_files_objects_replace_the_agents_unknown_subfields():
+    """The file's object is merged key by key into the agent's only where the gate knows the agent's
+    other subfields (Responses' reasoning.summary, text.format); template kwargs it does not know."""
+    body = {"messages": [], "chat_template_kwargs": {"enable_thinking": False, "keep": 1}}
+    rw = rewrite_request(CHAT, body, model="m", sampling={"chat_template_kwargs": {"enable_thinking": True}},
+                         answer_limit=None, finish_now_text=None)
+    assert rw.body == {"messages": [], "chat_template_kwargs": {"enable_thinking": True}, "model": "m"}
+    assert [(r.path, r.value, r.why) for r in rw.removed] == [("chat_template_kwargs.keep", 1, "unknown field")]
+    assert rw.changes["chat_template_kwargs.enable_thinking"].why == "the sampling file"
+    body = {"input": "hi", "text": {"format": {"type": "text"}, "verbosity": "high", "odd": 1}}
+    rw = rewrite_request(RESPONSES, body, model="m", sampling={"text": {"verbosity": "low"}}, answer_limit=None,
+                         finish_now_text=None)
+    assert rw.body["text"] == {"format": {"type": "text"}, "verbosity": "low"}
+    assert [r.path for r in rw.removed] == ["text.odd"] and rw.body["store"] is False
+
+
+def test_a_line_written_before_fields_had_reasons_still_reads():
+    from showcase.gate.log import GateLogLine
+
+    old = {"time": "t", "t_s": 1.0, "id": "000001", "kind": "api", "method": "POST", "path": "/v1/chat/completions",
+           "status": 200, "latency_ms": 1.0,
+           "fields": {"model": {"present": True, "requested": "gpt-4o", "enforced": "served"}}}
+    line = GateLogLine.model_validate(old)
+    assert line.fields.change("model").requested == "gpt-4o" and line.fields.removed == []
+
+
 def test_rewrite_other_api_only_forces_model():
     rw = rewrite_request(OTHER, {"model": "m", "input": "x"}, model="served", sampling={"temperature": 1},
                          answer_limit=10, finish_now_text="stop")

@@ -52,6 +52,12 @@ def test_never_sent_once_and_singulars():
     assert "the finish-now message (from 90.5 minutes) was sent once, at 90.5 minutes." in once
 
 
+def test_requests_that_never_completed_are_said():
+    text = run_sentences(info(requests=45, not_completed=40))
+    assert text.endswith("45 requests, 40 never completed, no error, none blocked, none shortened "
+                         "(13,658,733 prompt tokens, 169,578 answer tokens).")
+
+
 def test_no_requests_and_how_the_agent_ended():
     text = run_sentences(info(requests=0, prompt_tokens=0, answer_tokens=0, agent_end="crashed",
                               finish_now_after_s=None, finish_now_sent=0, finish_now_first_s=None))
