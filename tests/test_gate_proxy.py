@@ -303,6 +303,20 @@ def test_client_gone_mid_stream_still_recorded(rig):
     assert r.stats(1).not_completed == 1
 
 
+def test_a_client_gone_before_its_answer_ends_the_wait(rig, upstream):
+    """The upstream takes 4 s to answer; the client gives up after half a second: the gate stops
+    waiting then (the upstream's work is dropped with its connection) and counts it as never completed."""
+    r = rig()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{r.base}/chat/completions", json={"model": "x", "messages": MSG}, timeout=0.5,
+                   headers={"authorization": f"Bearer {KEY}", "x-script": "slow"})
+    [line] = r.lines(1)
+    assert line.client_gone and line.not_completed and line.error is None and not line.shortened
+    assert line.latency_ms < 3000  # not the upstream's 4 s
+    stats = r.stats(1)
+    assert (stats.requests, stats.not_completed, stats.errors) == (1, 1, 0)
+
+
 def test_refuses_a_log_folder_that_holds_a_run(upstream, tmp_path):
     (tmp_path / "gate.log").write_text('{"id": "000001"}\n')
     with pytest.raises(Exception, match="already holds a gate log"):

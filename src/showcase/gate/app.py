@@ -330,7 +330,23 @@ class Gate:
         elif api == MODELS and body:
             line.fields = RequestFields(removed=[RemovedField(field="body", why=WHY_MODELS_BODY, value_bytes=len(body))])
             send = b""
-        return await self._forward_live(request, line, arrived, api, body, send, rewrite, live, loop)
+        # While the upstream is awaited, a client that leaves ends the wait: no answer is worked
+        # out (and paid for) for nobody. Once a stream flows, its response notices by itself.
+        watcher = asyncio.ensure_future(self._watch_client(request.receive, live, loop))
+        try:
+            return await self._forward_live(request, line, arrived, api, body, send, rewrite, live, loop)
+        finally:
+            watcher.cancel()
+
+    @staticmethod
+    async def _watch_client(receive: Receive, live: _Live, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait for the client to hang up (its body is read: nothing else comes), then cut the answer."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if live.cut is None:
+            live.cut = ("client_gone", "the client left before the answer")
+        if live.timeout is not None and not live.timeout.expired():
+            live.timeout.reschedule(loop.time())
 
     @staticmethod
     async def _read_body(request: Request, cap: int, line: GateLogLine) -> bytes | None:
@@ -562,8 +578,11 @@ class Gate:
 
     def _cut_answer(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
                     cut: tuple[str, str]) -> Response:
-        """A non-streamed answer ended by a cap or the hard stop: an API error that says which."""
+        """A non-streamed answer ended by a cap, the hard stop or its client leaving: an API error that says which."""
         code, why = cut
+        if code == "client_gone":  # nobody reads this answer: not an error, a request never completed
+            line.client_gone = True
+            return self._answer_error(line, arrived, bodies, 400, code, why)
         self._mark_cut(line, why)
         status = {"run_over": 403, "answer_too_long": 504}.get(code, 502)
         return self._answer_error(line, arrived, bodies, status, code, line.error or why)
@@ -613,6 +632,8 @@ class Gate:
                 if out:
                     line.bytes_out += len(out)
                     yield out
+            if live.cut is not None and live.cut[0] == "client_gone":
+                return  # gone before the stream was handed over: nobody to tell (the finally records it)
             if live.cut is not None:
                 self._mark_cut(line, live.cut[1])
                 fault = (live.cut[0], line.error or live.cut[1])
