@@ -29,6 +29,7 @@ from showcase.run.shot import shot_route, write_tools
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
 from showcase.sandbox.base import RUN_LABEL
 from showcase.task import DEFAULT_OUTPUT_FILE, Task, load_task
+from showcase.visible import visible
 
 Progress = Callable[[str], None]
 
@@ -168,7 +169,7 @@ def _refusal_recorder(layout: RunLayout, events: "EventLog"):
             if (name, reason) in told or len(told) > MAX_REFUSALS:
                 return
             told.add((name, reason))
-            text = f"{name} was {reason}: not kept"
+            text = f"{visible(name)} was {reason}: not kept"
             if len(told) > MAX_REFUSALS:
                 name, reason = "", "too many"
                 text = f"more entries were refused than the {MAX_REFUSALS} recorded here"
@@ -530,8 +531,14 @@ def _close_space(space, events: "EventLog", say: Progress) -> None:
     events("space_closed", **report.model_dump())
     if report.full:
         say("disk: the agent's space was full at the end")
+    # Each entry left out is said where a person reads: run-info's refused entries and the report.
+    for entry in report.skipped:
+        events("entry_refused", file=entry.name, reason=entry.reason, text=f"{visible(entry.name)} was {entry.reason}: not kept")
+    if report.skipped_count > len(report.skipped):
+        more = report.skipped_count - len(report.skipped)
+        events("entry_refused", file="", reason="too many", text=f"{more:,} more entries of the agent's folders were not kept")
     if report.skipped_count:
-        say(f"disk: {report.skipped_count} entries of the agent's folders not kept (links, FIFOs, devices)")
+        say(f"disk: {report.skipped_count:,} entries of the agent's folders not kept (run-info.json names them)")
 
 
 def _safe(fn):
