@@ -22,6 +22,7 @@ from showcase.gate.server import AppServer
 from showcase.run.shot import SHOT_PATH, shot_route
 from showcase.run.untrusted import Refused, read_regular, write_new
 from showcase.run.watcher import Watcher
+from showcase.sandbox.space import MAX_DEPTH
 
 GOOD = b"<!doctype html><html><head><title>ok</title></head><body><script>window.ready = true</script></body></html>"
 
@@ -297,12 +298,24 @@ def run_watched(args: list[str], env: dict, timeout: float) -> tuple[subprocess.
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), peak[0]
 
 
+# What a terminal acts on: set its title (OSC ... BEL), clear the screen, turn text red.
+TERMINAL_ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31m"
+DEEP = 300  # folders in a chain; the run's space keeps MAX_DEPTH of them
+
+
 def attack_script(secret_path: Path, host_folder: Path) -> dict:
-    """A Latin-1 page that loads, then every link, FIFO and size attack on the host's reads of
-    /work and /logs; the run ends with a 1 GiB sparse game.html."""
+    """A Latin-1 page with terminal escapes in its title that loads, then every link, FIFO and size
+    attack on the host's reads of /work and /logs, entries named with terminal escapes and a folder
+    chain deeper than the space keeps; the run ends with a 1 GiB sparse game.html."""
+    # Written as Python escapes: the command the agent runs holds no control character itself.
+    escapes = TERMINAL_ESCAPES.encode("unicode_escape").decode()
     latin1 = (
-        "python3 -c \"d=open('good.html','rb').read().replace(b'<title>', b'<title>Caf\\xe9 ', 1); "
+        f"python3 -c \"d=open('good.html','rb').read().replace(b'<title>', b'<title>Caf\\xe9 {escapes}', 1); "
         "open('game.html','wb').write(d)\""
+    )
+    odd_names = (
+        f"python3 -c \"import os; e='{escapes}'; os.mkfifo(e + 'fifo'); os.symlink('{secret_path}', e + 'link'); "
+        f"os.makedirs('/'.join(['deep'] + ['d'] * {DEEP - 1}))\""
     )
     page_attacks = "; ".join([
         f"ln -sf {secret_path} game.html", "sleep 7",
@@ -331,6 +344,7 @@ def attack_script(secret_path: Path, host_folder: Path) -> dict:
         "turns": [
             turn("A page.", {"name": "write_file", "arguments": {"path": "good.html", "content": _demo_page()}}),
             turn("Latin-1.", shell(latin1)),
+            turn("Odd names, a deep chain.", shell(odd_names)),
             turn("Now the host's page reads.", shell(page_attacks)),
             turn("Now shot.sh.", shell(shot_race)),
             turn("Now /logs.", shell(logs)),
@@ -345,8 +359,10 @@ def test_a_run_under_every_file_attack(docker_engine, tmp_path, secret_file):
     """One run, every attack on the host's reads and writes of /work and /logs (they do not
     interfere): the secret (a root-only host file, and the upstream key in showcase's own
     environment) lands in no file of the run folder, the Latin-1 page before the attacks counts,
-    each refusal is an event and a line of the report, memory stays bounded, and `finalize` run
-    again gives the same files."""
+    each refusal (and each entry the run's space left out, the cut folder chain among them) is an
+    event and a line of run-info and the report, terminal escapes in the title and in file names
+    reach neither the report nor the console raw, memory stays bounded, the container's memory
+    peak and the shot.sh requests are counted, and `finalize` run again gives the same files."""
     from showcase.replay import ReplayServer
 
     secret_path, secret = secret_file
@@ -363,6 +379,7 @@ def test_a_run_under_every_file_attack(docker_engine, tmp_path, secret_file):
     assert proc.returncode == 0, proc.stderr[-3000:]
     agent_log = (run / "agent.log").read_text(errors="replace")
     info = json.loads((run / "run-info.json").read_text())
+    report = (run / "report.html").read_text()
     assert info["agent_end"] == "done", agent_log[-3000:]
     for name in ("check.json", "report.html", "final-choice.json", "screenshot.png"):
         assert (run / name).is_file(), name
@@ -382,11 +399,27 @@ def test_a_run_under_every_file_attack(docker_engine, tmp_path, secret_file):
     assert json.loads((run / "check.json").read_text())["items"][0]["passed"] is True
 
     refused = info["refused_entries"]
+    shown = TERMINAL_ESCAPES.encode("unicode_escape").decode()  # '\\x1b]0;pwned\\x07...': seen, not acted on
     for line in ("game.html was a link: not kept", "game.html was a FIFO: not kept",
-                 "game.html was larger than 16 MiB: not kept", "sub/environ was a link: not kept"):
+                 "game.html was larger than 16 MiB: not kept", "sub/environ was a link: not kept",
+                 f"work/{shown}fifo was a FIFO: not kept", f"work/{shown}link was a link: not kept",
+                 "work/sub was a link: not kept", "agent/fifo.log was a FIFO: not kept"):
         assert line in refused, refused
-        assert line in (run / "report.html").read_text()
+        assert line in report
     assert "shots was a link: not kept" in refused, refused
+    # The chain is cut where the space stops copying, and said so (not only in events.jsonl).
+    chain = [line for line in refused if f"a folder deeper than {MAX_DEPTH} levels" in line]
+    assert len(chain) == 1 and chain[0].startswith("work/deep/d/d/") and chain[0] in report, refused
+    assert (run / "work" / "deep").is_dir() and not (run / "work" / "deep" / ("d/" * MAX_DEPTH)).exists()
+    # Terminal escapes: the JSON keeps the exact title; no page or person sees them raw.
+    assert TERMINAL_ESCAPES in info["world_title"], info["world_title"]
+    assert "\x1b" not in report and shown in report
+    assert "\x1b" not in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+    assert "\x1b" not in (run / "run-info.json").read_text()  # JSON writes it as \u001b
+    # The container's memory peak was read before its cgroup went; shot.sh's three calls were each answered.
+    assert info["container_limits"]["peak_memory_bytes"] > 16 << 20, info["container_limits"]
+    assert info["shot_requests"] == {"asked": 3, "answered": 3, "busy": 0, "dropped": 0}, info["shot_requests"]
+    assert "shot.sh requests: 3 asked, 3 answered" in report
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     assert len([e for e in events if e["event"] == "entry_refused"]) == len(refused)
     # shot.sh said what it refused; the check before the swap worked and kept its screenshot.
@@ -399,6 +432,7 @@ def test_a_run_under_every_file_attack(docker_engine, tmp_path, secret_file):
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     again = subprocess.run(SHOWCASE + ["finalize", str(run), "--no-clip"], capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "\x1b" not in again.stdout + again.stderr
     after = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     assert sorted(after) == sorted(before)
     for name in ("versions.jsonl", "final-choice.json", "run-info.json", "events.jsonl"):

@@ -56,6 +56,7 @@ def test_virtual_clip_is_h264_of_the_asked_shape_and_the_same_every_time(tmp_pat
     assert info["duration"] == pytest.approx(1.2, abs=0.01)
     data = (tmp_path / "a.mp4").read_bytes()
     assert data.index(b"moov") < data.index(b"mdat"), "faststart puts the index first"
+    assert (tmp_path / "a.mp4").stat().st_mode & 0o777 == 0o644, "readable like every other run file"
 
     assert a.mode == "virtual" and a.frames == a.rendered_frames == 18 and a.note is None and a.page_errors == []
     # The page's own clock advanced exactly 1/15 s per frame, from 1/15 s to 1.2 s.

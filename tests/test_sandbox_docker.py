@@ -119,6 +119,18 @@ def test_wait_is_bounded_and_kill_process_kills_the_tree(sandbox, tmp_path):
     assert "sleep 50" not in ps
 
 
+def test_the_memory_peak_is_read_while_the_sandbox_lives_and_kept_after_its_kill(sandbox):
+    """run-info's container_limits.peak_memory_bytes: the kernel's peak of the container's memory
+    cgroup, which goes with the container, so it is read before the kill."""
+    held = 200 << 20
+    r = sandbox.exec(["python3", "-c", f"b = b'x' * {held}; print(len(b))"], timeout_s=60)
+    assert r.exit_code == 0, r.stderr
+    live = sandbox.peak_memory_bytes()
+    assert live is not None and held <= live < parse_size("1.25g"), live
+    sandbox.kill()
+    assert sandbox.peak_memory_bytes() == live
+
+
 def test_copy_out_file_and_folder(sandbox, tmp_path):
     sandbox.exec(["sh", "-c", "mkdir -p $HOME/out/sub && echo a > $HOME/out/a && echo b > $HOME/out/sub/b"], timeout_s=30)
     sandbox.copy_out("/home/agent/out/a", tmp_path / "a.txt")

@@ -13,7 +13,7 @@ from showcase.sandbox.base import SandboxSpec, get_backend
 from showcase.sandbox.conformance import StandInGate
 from showcase.sandbox.docker import LOG_CAP
 from showcase.sandbox.image import ensure_image
-from showcase.sandbox.space import MAX_DEPTH, RunSpace, is_mounted, mount_points, sweep_mounts
+from showcase.sandbox.space import MAX_DEPTH, MAX_NAME_CHARS, RunSpace, is_mounted, mount_points, sweep_mounts
 
 MiB = 1 << 20
 
@@ -76,7 +76,14 @@ def test_writes_stop_at_the_cap_and_close_keeps_regular_files_only(space, tmp_pa
     assert token not in "".join(p.read_text(errors="replace") for p in work.rglob("*") if p.is_file() and p.name != "sparse.bin")
     used = sum(p.lstat().st_blocks * 512 for p in run.rglob("*"))
     assert used <= 64 * MiB, (used, kept)
-    assert report.skipped_count >= 4  # link, dirlink, fifo, the folder past MAX_DEPTH
+    # Each entry left out is named inside the space (never by a host path) with its reason.
+    named = {(e.name, e.reason) for e in report.skipped}
+    assert {("work/link.txt", "a link"), ("work/dirlink", "a link"), ("work/fifo", "a FIFO")} <= named, named
+    cut = [e for e in report.skipped if e.reason.startswith(f"a folder deeper than {MAX_DEPTH} levels")]
+    assert len(cut) == 1 and cut[0].name.startswith("work/d/d/") and "..." in cut[0].name, cut
+    assert len(cut[0].name) <= MAX_NAME_CHARS
+    assert report.skipped_count == len(report.skipped) == 4
+    assert not any(str(run) in e.name for e in report.skipped)
 
 
 def test_close_resumes_from_an_unmounted_image(space):

@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 
 from showcase import __version__
 from showcase.errors import ShowcaseError
+from showcase.visible import visible
 
 # Each subcommand and the module whose `register(app)` adds it. A module is imported only when one
 # of its commands runs (or `--help` lists them all), so `showcase schema` never loads Playwright,
@@ -108,7 +109,7 @@ def main() -> None:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except ShowcaseError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {visible(exc)}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -7,8 +7,10 @@ import typer
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from showcase.batch.record import BatchRecord
+from showcase.visible import visible
 
 console = Console(stderr=True, highlight=False)
 
@@ -30,8 +32,9 @@ def progress_table(record: BatchRecord) -> Table:
         table.add_column(column, justify="right" if column in ("time", "score") else "left", overflow="fold")
     for r in record.runs:
         note = r.error or ("kept from before" if r.kept else "")
-        table.add_row(r.name, f"[{STYLE[r.state]}]{r.state}[/]", r.node or "", _elapsed(r),
-                      "" if r.score is None else f"{r.score:g}/10", note)
+        # A run's error may quote what its agent wrote: plain text, control characters visible.
+        table.add_row(Text(visible(r.name)), Text(r.state, style=STYLE[r.state]), Text(visible(r.node or "")),
+                      _elapsed(r), "" if r.score is None else f"{r.score:g}/10", Text(visible(note)))
     return table
 
 
@@ -49,7 +52,7 @@ def batch(
 
     def say(line: str) -> None:
         stamp = dt.datetime.now().strftime("%H:%M:%S")
-        (live.console if live else console).print(f"[dim]{stamp}[/dim] {line}", markup=True, soft_wrap=True)
+        (live.console if live else console).print(Text.assemble((stamp, "dim"), " ", visible(line)), soft_wrap=True)
 
     states: dict[str, str] = {}
 

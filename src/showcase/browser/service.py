@@ -4,12 +4,14 @@ Starting Chromium sealed costs about a second of CPU per page; a run keeps one w
 (launched through showcase.browser.launch, so sealed like every other). Each job gets a fresh
 context of its own (the job opens it), never another page's cookies or storage.
 
-Scheduling, in one bounded queue: a shot.sh request (URGENT) starts before any waiting version
-check and never waits for a slot; version checks (ordinary) start in the order submitted, a few
-at a time (a load check mostly waits for its page to settle, so a burst shares that wait), and
-none starts while a shot is waiting or running. Opening a page (a new context, its renderer
-process) is the costly part and does not share well, so pages open one at a time through
-`opening(priority)`, a shot's first. A browser that dies is launched again, the
+Scheduling, in bounded queues: shot.sh requests (URGENT) run in slots of their own
+(`shot_slots`, one by default), one after another; version checks (ordinary) run beside them in
+theirs (`parallel`, a load check mostly waits for its page to settle, so a burst shares that
+wait), each kind in the order submitted. An agent that keeps asking for shots therefore never
+holds the versions' load checks back: they keep their slots whatever the shots do. Opening a
+page (a new context, its renderer process) is the costly part and does not share well, so
+pages open one at a time through `opening(priority)`, a waiting shot's first; with one shot
+running at a time, version checks open between two shots. A browser that dies is launched again, the
 restart told to `on_restart`, and the job that met the crash is tried once more in the new one.
 
 With `cpu_weight`, the service's process (and so its driver and browser) is in the check's CPU
@@ -24,6 +26,7 @@ import itertools
 import logging
 import threading
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack, asynccontextmanager
 from concurrent.futures import Future, InvalidStateError
@@ -40,6 +43,7 @@ log = logging.getLogger(__name__)
 URGENT, ORDINARY = 0, 1
 Job = Callable[[Browser], Awaitable[Any]]
 
+SHOT_SLOTS = 1  # shot.sh checks at once: the agent waits for its answer, one after another is enough
 START_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 30.0
 
@@ -90,23 +94,25 @@ class _OpenGate:
 class BrowserService:
     """A sealed browser of `renderer` on a loop of its own thread; jobs are `async (browser) -> T`.
 
-    parallel: ordinary jobs running at once. max_queued: jobs waiting (not running) at most.
+    parallel: ordinary jobs running at once. shot_slots: urgent jobs running at once, beside them.
+    max_queued: jobs waiting (not running) at most.
     on_restart(reason, restarts): told after the browser was launched again.
     cpu_weight: the CPU group's weight factor to hold while the service lives (None: the share
     this process has); `cpu_share` then says what was held, as check.json's field does.
     """
 
     def __init__(self, renderer: str = "llvmpipe", parallel: int = 4, max_queued: int = 64,
-                 on_restart: Callable[[str, int], None] | None = None, cpu_weight: float | None = None) -> None:
+                 on_restart: Callable[[str, int], None] | None = None, cpu_weight: float | None = None,
+                 shot_slots: int = SHOT_SLOTS) -> None:
         self.renderer = renderer
         self.parallel = max(1, parallel)
+        self._slots = {URGENT: max(1, shot_slots), ORDINARY: self.parallel}
         self.max_queued = max_queued
         self.on_restart = on_restart
         self.restarts = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="showcase-browser", daemon=True)
-        self._heap: list[tuple[int, int, Job, Future]] = []
-        self._order = itertools.count()
+        self._queues: dict[int, deque[tuple[Job, Future]]] = {URGENT: deque(), ORDINARY: deque()}
         self._running = {URGENT: 0, ORDINARY: 0}
         self._inflight: set[Future] = set()  # futures of jobs under way, failed at close if still open
         self._browser: Browser | None = None
@@ -141,9 +147,9 @@ class BrowserService:
 
         def put() -> None:
             try:
-                if len(self._heap) >= self.max_queued:
-                    raise QueueFull(f"{len(self._heap)} browser jobs are already waiting")
-                heapq.heappush(self._heap, (priority, next(self._order), job, fut))
+                if self.pending >= self.max_queued:
+                    raise QueueFull(f"{self.pending} browser jobs are already waiting")
+                self._queues[URGENT if priority == URGENT else ORDINARY].append((job, fut))
                 self._dispatch()
             except Exception as exc:
                 error.append(exc)
@@ -171,7 +177,8 @@ class BrowserService:
 
     @property
     def pending(self) -> int:
-        return len(self._heap)
+        """Jobs waiting for a slot (read on the service's loop, or as a rough figure elsewhere)."""
+        return sum(len(queue) for queue in self._queues.values())
 
     def browser_pid(self) -> int | None:
         """The running Chromium's browser process, from /proc (for the seal check and tests)."""
@@ -207,19 +214,14 @@ class BrowserService:
     # ------------------------------------------------------------------ the loop's side
 
     def _dispatch(self) -> None:
-        while self._heap:
-            priority = self._heap[0][0]
-            if priority == URGENT:
-                if self._running[URGENT] >= 1:  # shot.sh requests one after another, as before
-                    return
-            elif self._running[URGENT] or self._running[ORDINARY] >= self.parallel:
-                return
-            _, _, job, fut = heapq.heappop(self._heap)
-            if not fut.set_running_or_notify_cancel():
-                continue
-            self._running[priority] += 1
-            self._inflight.add(fut)
-            self._loop.create_task(self._run(job, fut, priority))
+        for priority, queue in self._queues.items():
+            while queue and self._running[priority] < self._slots[priority]:
+                job, fut = queue.popleft()
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                self._running[priority] += 1
+                self._inflight.add(fut)
+                self._loop.create_task(self._run(job, fut, priority))
 
     async def _run(self, job: Job, fut: Future, priority: int) -> None:
         try:
@@ -306,10 +308,11 @@ class BrowserService:
                 log.debug("browser service: closing the old browser: %s", exc)
 
     async def _shutdown(self) -> None:
-        while self._heap:
-            _, _, _, fut = heapq.heappop(self._heap)
-            if fut.set_running_or_notify_cancel():
-                fut.set_exception(InfraError("the run's browser closed before this job ran"))
+        for queue in self._queues.values():
+            while queue:
+                _, fut = queue.popleft()
+                if fut.set_running_or_notify_cancel():
+                    fut.set_exception(InfraError("the run's browser closed before this job ran"))
         if self._launching is None:
             self._launching = asyncio.Lock()
         async with self._launching:

@@ -9,10 +9,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from showcase.check.models import CheckReport
 from showcase.check.runner import check_page, read_page, write_report
 from showcase.errors import InfraError, ShowcaseError, UserError
+from showcase.visible import visible
 
 err = Console(stderr=True)
 
@@ -22,7 +24,8 @@ def _short(v) -> str:
 
 
 def _figures_line(figures: dict) -> str:
-    """Figures of one item for the table: nested values flattened, floats to 3 digits, text cut."""
+    """Figures of one item for the table: nested values flattened, floats to 3 digits, text cut,
+    one line each (the page's text in them has its control characters made visible)."""
     parts = []
     for k, v in figures.items():
         if isinstance(v, dict):
@@ -32,13 +35,15 @@ def _figures_line(figures: dict) -> str:
         elif isinstance(v, list):
             v = "; ".join(map(str, v[:3])) + (" ..." if len(v) > 3 else "")
         elif isinstance(v, str) and len(v) > 60:
-            v = v[:60].replace("\n", " ") + "..."
-        parts.append(f"{k}: {v}")
+            v = v[:60] + "..."
+        parts.append(visible(f"{k}: {v}"))
     return "\n".join(parts)
 
 
 def print_report(report: CheckReport, console: Console) -> None:
-    table = Table(title=f"{report.page}: {report.total:g} / {report.max_total:g}", show_lines=True)
+    """The items as a table, then the summary. Every cell is plain text (never read as markup) with
+    its control characters visible: titles, text samples and error lines are the page's."""
+    table = Table(title=Text(visible(f"{report.page}: {report.total:g} / {report.max_total:g}")), show_lines=True)
     table.add_column("#")
     table.add_column("item")
     table.add_column("points", justify="right")
@@ -46,10 +51,10 @@ def print_report(report: CheckReport, console: Console) -> None:
     table.add_column("reason", overflow="fold")
     for item in report.items:
         style = "green" if item.passed else ("yellow" if item.points else "red")
-        table.add_row(item.id, item.name, f"[{style}]{item.points:g}/{item.max_points:g}[/{style}]",
-                      _figures_line(item.figures), item.reason)
+        table.add_row(item.id, item.name, Text(f"{item.points:g}/{item.max_points:g}", style=style),
+                      Text(_figures_line(item.figures)), Text(visible(item.reason)))
     console.print(table)
-    console.print(report.summary)
+    console.print(Text(visible(report.summary)))
 
 
 def check(
@@ -93,14 +98,14 @@ def check(
         for path in pages:
             if path in reports:
                 print_report(reports[path], console)
-                console.print(f"[dim]wrote {dirs[path] / 'check.json'} and screenshot.png[/dim]\n")
+                console.print(Text(visible(f"wrote {dirs[path] / 'check.json'} and screenshot.png") + "\n", style="dim"))
     if failures:
         # The gravest failure ends the command with its exit code (printed by showcase's main): the
         # machine's (3) before a fault of showcase itself (1); the others are printed here. Pages
         # that were scored keep their files.
         items = sorted(failures.items(), key=lambda kv: not isinstance(kv[1], InfraError))
         for path, exc in items[1:]:
-            err.print(f"error: {path}: {exc}", markup=False, highlight=False, soft_wrap=True)
+            err.print(f"error: {visible(path)}: {visible(exc)}", markup=False, highlight=False, soft_wrap=True)
         path, exc = items[0]
         raise type(exc)(f"{path}: {exc}") if len(pages) > 1 else exc
 

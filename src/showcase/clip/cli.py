@@ -4,6 +4,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -12,6 +13,8 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+from showcase.visible import visible
 
 err = Console(stderr=True)
 
@@ -48,7 +51,7 @@ def clip(
         TextColumn("[bold]clip[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("frames"),
         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=as_json,
     ) as bar:
-        task = bar.add_task(page.name, total=None)
+        task = bar.add_task(escape(visible(page.name)), total=None)  # the column reads markup
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
@@ -68,9 +71,9 @@ def clip(
         highlight=False, markup=False,
     )
     if result.note:
-        err.print(f"note: {result.note}", highlight=False, markup=False)
+        err.print(f"note: {visible(result.note)}", highlight=False, markup=False)
     if result.page_errors:
-        err.print(f"page errors ({len(result.page_errors)}): {result.page_errors[0]}", highlight=False, markup=False)
+        err.print(f"page errors ({len(result.page_errors)}): {visible(result.page_errors[0])}", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

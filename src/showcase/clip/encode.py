@@ -66,6 +66,7 @@ class Mp4Writer:
     async def start(self) -> None:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.out.stem}.", suffix=".mp4.part", dir=self.out.parent)
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; ffmpeg keeps the mode, and a clip is meant to be served like every run file
         os.close(fd)
         self._tmp = Path(tmp)
         self._log = tempfile.TemporaryFile()  # ffmpeg's stderr, read back only on failure (a pipe could fill and block it)

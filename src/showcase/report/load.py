@@ -22,6 +22,7 @@ from showcase.gate.log import GateLogLine
 from showcase.run.artefacts import (
     FinalChoice, ForeignProcess, RunEvent, RunFiles, RunLayout, VersionRecord, read_run,
 )
+from showcase.run.shot import SHOTS_WAITING
 from showcase.run.summary import run_sentences, unfinished_run_sentences, versions_sentence
 
 _IMAGE_EXT = (".png", ".jpg", ".jpeg", ".webp")
@@ -119,6 +120,8 @@ class RunView:
         lim, box = c.limits, c.sandbox_limits
         finish = "never" if lim.finish_now_after_s is None else f"from {lim.finish_now_after_s / 60:g} min"
         mem = f"{box.memory_bytes / (1 << 30):.2f}".rstrip("0").rstrip(".") + " GiB" if box.memory_bytes else "no memory limit"
+        peak = self.run_info.container_limits.peak_memory_bytes if self.run_info else None
+        mem += f" (peak {peak / (1 << 20):,.0f} MiB)" if peak is not None else " (peak not recorded)"
         rows = [
             ("model", f"{c.model} at {c.upstream_url}"),
             ("harness", f"{c.harness.id} {c.harness.version}, task {c.task_id}"),
@@ -173,6 +176,16 @@ class RunView:
         if self.gate_stats:
             return self.gate_stats.tool_requests
         return sum(1 for line in self.gate_lines if line.kind != "api")
+
+    @property
+    def shot_words(self) -> str | None:
+        """What became of the agent's shot.sh requests (run-info's shot_requests), in one line."""
+        s = self.run_info.shot_requests if self.run_info else None
+        if s is None:
+            return None
+        return (f"shot.sh requests: {s.asked:,} asked, {s.answered:,} answered, {s.busy:,} told \"busy, try again\" "
+                f"(one check ran and {SHOTS_WAITING} waited already), {s.dropped:,} dropped (the caller had left "
+                "before its check started).")
 
     @property
     def hard_stopped(self) -> bool:

@@ -24,8 +24,21 @@ from showcase.report.load import RunView, flatten, fmt_value, load_run, looks_li
 from showcase.report.play import Play, write_play
 from showcase.report.rating import rating_path
 from showcase.run.artefacts import RunLayout
+from showcase.visible import visible
 
 REPORT_NAME = "report.html"
+
+
+def _shown(value):
+    """Every value a template prints, before it is escaped: control characters visible, lines kept.
+
+    Text from the page, the agent or the upstream must reach no reader raw (a terminal showing the
+    file acts on ESC); the report's own HTML (Markup: the charts drawn here) keeps its markup."""
+    if isinstance(value, Markup):
+        return Markup(visible(str(value), keep_lines=True))
+    if isinstance(value, str):
+        return visible(value, keep_lines=True)
+    return value
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,6 +51,7 @@ def _env() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     env.filters["value"] = fmt_value
     env.filters["minutes"] = lambda s: "not recorded" if s is None else f"{s / 60:.1f} min"

@@ -20,6 +20,7 @@ from showcase.clip.model import ClipResult
 from showcase.gate.log import GateLogLine, GateStats
 from showcase.io import scan_jsonl, write_text_atomic
 from showcase.run.egress import OutsideAttempts
+from showcase.run.shot import ShotFigures
 
 SCHEMA_VERSION = 1
 
@@ -355,7 +356,8 @@ class ContainerLimits(_Strict):
     memory_bytes: int | None = Field(description="memory limit in force, in bytes; null: none")
     cpus: float | None = Field(description="CPU limit in force (number of CPUs); null: none")
     pids: int | None = Field(description="process-count limit in force; null: none")
-    peak_memory_bytes: int | None = Field(None, description="highest memory use seen; null if not measured")
+    peak_memory_bytes: int | None = Field(None, description="the most memory the container used, in bytes (the kernel's "
+                                          "peak of its memory cgroup, page cache and tmpfs included); null: not readable")
 
 
 class ForeignProcess(_Strict):
@@ -414,6 +416,7 @@ class RunInfo(_Strict):
         None, description="lookups and connection attempts beyond the gate seen during the run (zero expected); "
         "null: not recorded"
     )
+    shot_requests: ShotFigures | None = Field(None, description="what became of the agent's shot.sh requests; null: not recorded")
     world_title: str | None = Field(description="the chosen page's title (<title>, else first <h1>); null if none")
     refused_entries: list[str] = Field(
         default_factory=list,

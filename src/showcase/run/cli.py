@@ -7,16 +7,19 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from showcase.run.options import RunOptions
 from showcase.task import DEFAULT_TASK
+from showcase.visible import visible
 
 console = Console(stderr=True, highlight=False)
 
 
 def _say(message: str) -> None:
     stamp = dt.datetime.now().strftime("%H:%M:%S")
-    console.print(f"[dim]{stamp}[/dim] {message}", markup=True, soft_wrap=True)
+    # The message may name the agent's files: shown as plain text, its control characters visible.
+    console.print(Text.assemble((stamp, "dim"), " ", visible(message)), soft_wrap=True)
 
 
 def run(

@@ -25,10 +25,11 @@ from showcase.errors import InfraError, UserError
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
 from showcase.run.artefacts import RunEvent, RunLayout
 from showcase.run.options import RunOptions
-from showcase.run.shot import shot_route, write_tools
+from showcase.run.shot import ShotFigures, shot_route, write_tools
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
 from showcase.sandbox.base import RUN_LABEL
 from showcase.task import DEFAULT_OUTPUT_FILE, Task, load_task
+from showcase.visible import visible
 
 Progress = Callable[[str], None]
 
@@ -168,7 +169,7 @@ def _refusal_recorder(layout: RunLayout, events: "EventLog"):
             if (name, reason) in told or len(told) > MAX_REFUSALS:
                 return
             told.add((name, reason))
-            text = f"{name} was {reason}: not kept"
+            text = f"{visible(name)} was {reason}: not kept"
             if len(told) > MAX_REFUSALS:
                 name, reason = "", "too many"
                 text = f"more entries were refused than the {MAX_REFUSALS} recorded here"
@@ -256,6 +257,7 @@ class Teardown:
     foreign: list = field(default_factory=list)
     host_load: list = field(default_factory=list)
     outside: object = None
+    peak_memory_bytes: int | None = None  # the sandbox's memory peak, read before its cgroup went
 
     def event(self) -> dict:
         return dict(
@@ -264,6 +266,7 @@ class Teardown:
             foreign=[p.model_dump(mode="json") for p in self.foreign],
             host_load=[s.model_dump(mode="json") for s in self.host_load],
             outside_attempts=self.outside.model_dump(mode="json") if self.outside is not None else None,
+            peak_memory_bytes=self.peak_memory_bytes,
         )
 
 
@@ -328,7 +331,7 @@ def sandbox_spec(plan: RunPlan, layout: RunLayout, image: str, key: str):
     )
 
 
-def make_gate(plan: RunPlan, layout: RunLayout, key: str, shot_check, on_refused):
+def make_gate(plan: RunPlan, layout: RunLayout, key: str, shot_check, on_refused, shots: ShotFigures | None = None):
     """The gate of this run: the upstream, the forced fields, the clock's two moments, shot.sh's route."""
     from showcase.gate.app import create_gate
     from showcase.gate.config import GateConfig
@@ -349,7 +352,7 @@ def make_gate(plan: RunPlan, layout: RunLayout, key: str, shot_check, on_refused
             log_dir=layout.root,
         ),
         extra_routes=[shot_route(layout.work, shot_check, page_cap=task.page_cap_bytes,
-                                 on_refused=on_refused, page_name=task.output_file)],
+                                 on_refused=on_refused, page_name=task.output_file, figures=shots)],
     )
 
 
@@ -378,8 +381,9 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
     # Launched only once the run starts (below); events exist by the time a restart can happen.
     browser = _run_browser(lambda event, **detail: events(event, **detail))
     key = secrets.token_urlsafe(24)
+    shots = ShotFigures()
     gate = make_gate(plan, layout, key, _quick_check_dict(opts.npm_dir, browser, URGENT, task),
-                     lambda name, why: refusals(name, why))
+                     lambda name, why: refusals(name, why), shots)
     spec = sandbox_spec(plan, layout, image, key)
     _write_contract(layout, opts, task, harness, plan.sampling, spec, image, plan.limit_s, plan.inject_s,
                     plan.answer_limit)
@@ -394,6 +398,7 @@ def provision(plan: RunPlan, stack: ExitStack, say: Progress) -> Provisioned:
     report = Teardown()
     stack.callback(lambda: events("sandbox_removed", **report.event()))
     stack.callback(_close_space, space, events, say)
+    stack.callback(lambda: events("shot_requests", **shots.model_dump()))  # once the server has stopped
     stack.callback(server.stop)
     events("run_started", started_at=_now_iso(), start_epoch=time.time())
     events("image_ready", image=image, seconds=round(image_s, 3))
@@ -465,6 +470,7 @@ def _sandbox_running(sandbox, spec, report: Teardown, say: Progress):
 def _kill_sandbox(sandbox, report: Teardown) -> None:
     report.exit_info = _safe(sandbox.exit_info)  # before the kill: how the agent ended by itself
     _safe(sandbox.kill)
+    report.peak_memory_bytes = _safe(sandbox.peak_memory_bytes)  # the backend read it before the kill
 
 
 def monitor_egress(sandbox, report: Teardown, stack: ExitStack) -> None:
@@ -530,8 +536,14 @@ def _close_space(space, events: "EventLog", say: Progress) -> None:
     events("space_closed", **report.model_dump())
     if report.full:
         say("disk: the agent's space was full at the end")
+    # Each entry left out is said where a person reads: run-info's refused entries and the report.
+    for entry in report.skipped:
+        events("entry_refused", file=entry.name, reason=entry.reason, text=f"{visible(entry.name)} was {entry.reason}: not kept")
+    if report.skipped_count > len(report.skipped):
+        more = report.skipped_count - len(report.skipped)
+        events("entry_refused", file="", reason="too many", text=f"{more:,} more entries of the agent's folders were not kept")
     if report.skipped_count:
-        say(f"disk: {report.skipped_count} entries of the agent's folders not kept (links, FIFOs, devices)")
+        say(f"disk: {report.skipped_count:,} entries of the agent's folders not kept (run-info.json names them)")
 
 
 def _safe(fn):
@@ -868,6 +880,7 @@ def run_info(state: FinalizeState, versions, choice, chosen: Path | None):
             memory_bytes=contract.sandbox_limits.memory_bytes,
             cpus=contract.sandbox_limits.cpus,
             pids=contract.sandbox_limits.pids,
+            peak_memory_bytes=removed_detail.get("peak_memory_bytes"),
         ),
         foreign_processes=[ForeignProcess(**p) for p in (removed_detail.get("foreign") or [])],
         host_load=[LoadSample(**s) for s in (removed_detail.get("host_load") or [])],
@@ -876,6 +889,7 @@ def run_info(state: FinalizeState, versions, choice, chosen: Path | None):
         leaks=removed_detail.get("leaks") if removed else None,
         refused_entries=_refused_texts(read_events(layout)),
         outside_attempts=(removed_detail.get("outside_attempts") or None) if removed else None,
+        shot_requests=next((ShotFigures(**e.detail) for e in reversed(events) if e.event == "shot_requests"), None),
     )
     return with_summary(info, versions, choice)
 

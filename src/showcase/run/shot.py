@@ -3,6 +3,12 @@
 The agent calls `shot.sh FILE` (the task's page when no FILE is named); the script posts to /_showcase/shot on the gate (the only
 way out of the container), the host runs the quick load check on the file in the run's work
 folder, writes the screenshot into /work/shots/ and answers with what it saw.
+
+The agent decides how often it asks, so the endpoint bounds what it holds: one check runs and at
+most SHOTS_WAITING requests wait for their turn; any more are answered at once with 429 "busy,
+try again" (shot.sh prints it and exits 3). A request whose caller has gone (shot.sh killed, a
+command timeout) is dropped before its check starts, so the run's browser takes no screenshot
+for nobody. `ShotFigures` counts what happened (run-info.json's shot_requests).
 """
 
 import asyncio
@@ -12,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Awaitable, Callable
 
+from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -20,10 +27,15 @@ from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular, writ
 from showcase.task import DEFAULT_OUTPUT_FILE
 
 SHOT_PATH = "/_showcase/shot"
+SHOTS_WAITING = 3  # requests that may wait while one is checked; more are answered "busy" at once
+LEFT_POLL_S = 0.5  # how often a waiting request looks whether its caller is still there
+BUSY_EXIT = 3  # shot.sh's exit code for "busy, try again"
 
 SHOT_SH = r"""#!/bin/sh
 # shot.sh FILE: ask the host for a quick load check of FILE (in /work): a screenshot is saved
-# into /work/shots/ and console errors are printed. Exit 0 when the page loads without errors.
+# into /work/shots/ and console errors are printed. Exit 0 when the page loads without errors,
+# 1 when it does not, 2 when it was not checked, 3 when the host is busy with other shot.sh
+# checks ("busy, try again": one runs and a few wait at most; ask again in a few seconds).
 f="${1:-%PAGE%}"
 base="${OPENAI_BASE_URL%/}"; base="${base%/v1}"
 body=$(printf '{"file": "%s"}' "$f")
@@ -34,7 +46,8 @@ printf '%s' "$out" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 if "error" in r:
-    print("shot.sh:", r["error"].get("message", r["error"]) if isinstance(r["error"], dict) else r["error"]); sys.exit(2)
+    e = r["error"] if isinstance(r["error"], dict) else {"message": r["error"]}
+    print("shot.sh:", e.get("message", e)); sys.exit(%BUSY_EXIT% if e.get("type") == "busy" else 2)
 print("loads without errors:", "yes" if r["loads"] else "no")
 print("window.ready:", "true after %.1f s" % r["ready_after_s"] if r["ready"] else "not set before the check stopped" if r.get("errors") else "never set")
 print("screenshot:", r.get("screenshot") or r.get("screenshot_refused") or "none")
@@ -52,28 +65,47 @@ MAX_REQUEST_BYTES = 64 * 1024
 # (html bytes, screenshot path) -> the quick check's result as a JSON-able dict
 LoadCheck = Callable[[bytes, Path], Awaitable[dict]]
 
+BUSY_MESSAGE = (f"busy, try again: a shot.sh check is running and {SHOTS_WAITING} more are waiting; "
+                "ask again in a few seconds")
+CALLER_GONE = 499  # the status logged for a dropped request (nginx's 'client closed request'): nobody reads it
+
+
+class ShotFigures(BaseModel):
+    """What shot.sh's endpoint did with the requests it got: run-info.json's shot_requests."""
+
+    asked: int = Field(0, ge=0, description="shot.sh requests that reached the host")
+    answered: int = Field(0, ge=0, description="answered with the check's result, or with why the file was not checked")
+    busy: int = Field(0, ge=0, description=f"answered at once with 429 'busy, try again': one check ran and "
+                      f"{SHOTS_WAITING} more waited already")
+    dropped: int = Field(0, ge=0, description="not checked: the caller had gone before its check started")
+
 
 def write_tools(tools_dir: Path, page_name: str = DEFAULT_OUTPUT_FILE) -> None:
     """shot.sh, checking the task's page (page_name) when called without a file."""
     path = tools_dir / "shot.sh"
-    path.write_text(SHOT_SH.replace("%PAGE%", page_name.replace("'", "").replace('"', "").replace("$", "")))
+    path.write_text(SHOT_SH.replace("%PAGE%", page_name.replace("'", "").replace('"', "").replace("$", ""))
+                    .replace("%BUSY_EXIT%", str(BUSY_EXIT)))
     path.chmod(0o755)
 
 
 def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
                page_cap: int = DEFAULT_PAGE_CAP, scratch_dir: Path | None = None,
                on_refused: Callable[[str, str], None] | None = None,
-               page_name: str = DEFAULT_OUTPUT_FILE) -> Route:
-    """The gate route behind shot.sh. One check at a time, in the run's browser ahead of any
-    version still waiting for its check (the load_check given decides where it runs).
+               page_name: str = DEFAULT_OUTPUT_FILE, figures: ShotFigures | None = None) -> Route:
+    """The gate route behind shot.sh. One check at a time, at most SHOTS_WAITING more waiting (the
+    rest are busy at once); a caller that leaves while waiting is dropped before its check. The
+    load_check given decides where the check runs (the run's browser, in a slot of its own).
 
     The file is read only once the lock is held, through the folder handle (no link followed,
     regular files only, at most page_cap bytes): what is checked is what was read, never a path
     checked earlier and swapped since. The screenshot is taken into scratch_dir (the host's) and
     then created in work/shots/ through a folder handle, so a shots/ link leads nowhere.
+    figures: counted here as requests come and go (a fresh ShotFigures when not given).
     """
     counter = itertools.count(1)
     lock = asyncio.Lock()
+    figures = figures if figures is not None else ShotFigures()
+    in_line = 0  # requests being checked or waiting for their turn
 
     def refused(message: str, name: str, reason: str, status: int = 403) -> JSONResponse:
         if on_refused is not None:
@@ -83,7 +115,24 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
                 pass
         return JSONResponse({"error": {"message": message}}, status_code=status)
 
-    async def shot(request: Request) -> JSONResponse:
+    async def turn(request: Request) -> bool:
+        """Take the lock, in arrival order; False, without it, when the caller leaves meanwhile."""
+        acquiring = asyncio.ensure_future(lock.acquire())
+        got = False
+        try:
+            while True:
+                await asyncio.wait({acquiring}, timeout=LEFT_POLL_S)
+                if acquiring.done():
+                    got = True
+                    return True
+                if await request.is_disconnected():
+                    return False
+        finally:
+            if not got and not acquiring.cancel() and not acquiring.cancelled():
+                lock.release()  # handed over just as the caller left: pass it on
+
+    async def check(request: Request) -> JSONResponse | None:
+        """The answer to one request that got a place in line; None when its caller left first."""
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
@@ -95,7 +144,11 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
         except Exception:
             name = page_name
         rel = name.removeprefix("/work/").lstrip("/")
-        async with lock:
+        if not await turn(request):
+            return None
+        try:
+            if await request.is_disconnected():
+                return None
             try:
                 html = read_regular(work_dir, rel, page_cap)
             except FileNotFoundError:
@@ -128,6 +181,27 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
                     except Refused as exc:
                         refused("", exc.name, exc.reason)
                         result["screenshot_refused"] = str(exc)
-        return JSONResponse(result)
+            return JSONResponse(result)
+        finally:
+            lock.release()
+
+    async def shot(request: Request) -> JSONResponse:
+        nonlocal in_line
+        figures.asked += 1
+        if in_line > SHOTS_WAITING:  # one checked and SHOTS_WAITING waiting already
+            figures.busy += 1
+            return JSONResponse({"error": {"message": BUSY_MESSAGE, "type": "busy"}}, status_code=429,
+                                headers={"Retry-After": "5"})
+        in_line += 1
+        try:
+            answer = await check(request)
+        finally:
+            in_line -= 1
+        if answer is None:
+            figures.dropped += 1
+            return JSONResponse({"error": {"message": "the caller left before its check started: not checked"}},
+                                status_code=CALLER_GONE)
+        figures.answered += 1
+        return answer
 
     return Route(SHOT_PATH, shot, methods=["POST"])

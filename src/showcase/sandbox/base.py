@@ -270,6 +270,12 @@ class Sandbox(ABC):
         """Host pids of every process in the sandbox now (the foreign-CPU monitor leaves them out);
         empty when it is not running."""
 
+    def peak_memory_bytes(self) -> int | None:
+        """The most memory the sandbox has used so far, in bytes: the kernel's own peak of its
+        memory cgroup, read while it lives (after `kill` or `stop`, the last value read before).
+        None when this backend or machine cannot tell."""
+        return None
+
     @abstractmethod
     def host_pid(self) -> int | None:
         """Host pid of the sandbox's first process: its network namespace is the sandbox's

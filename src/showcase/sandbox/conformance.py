@@ -408,9 +408,13 @@ def check_memory_hog(run: Conformance) -> tuple[bool, str]:
     # The run survives: the sandbox still answers and its relay still reaches the gate.
     after = run.sandbox.exec(["python3", "-c", _GATE % run.spec.relay_port], timeout_s=30)
     alive = after.exit_code == 0
-    ok = info.how == "oom" and info.oom_killed and "SURVIVED" not in lines and alive
+    # The backend's peak (what run-info records) saw the hog reach the limit.
+    peak, limit = run.sandbox.peak_memory_bytes(), parse_size(run.spec.memory)
+    peak_seen = peak is not None and peak >= 0.75 * limit
+    ok = info.how == "oom" and info.oom_killed and "SURVIVED" not in lines and alive and peak_seen
     return ok, (f"allocated up to {reached} under a {run.spec.memory} limit; ended: {info.how} "
-                f"(exit {info.exit_code}, engine OOM report: {info.oom_killed}); sandbox and relay still answer: {alive}")
+                f"(exit {info.exit_code}, engine OOM report: {info.oom_killed}); sandbox and relay still answer: {alive}; "
+                f"memory peak recorded: {'none' if peak is None else f'{peak >> 20} MiB'}")
 
 
 _FORK = r"""

@@ -9,6 +9,8 @@ on any engine, local or remote). An out-of-memory kill is read from the engine's
 """
 
 import os
+import posixpath
+import re
 import shutil
 import tarfile
 import tempfile
@@ -128,6 +130,8 @@ class DockerSandbox(Sandbox):
         self.space: run_space.RunSpace | None = None  # the disk this backend made itself (see _bound_disk)
         self.space_timings: dict[str, float] = {}
         self.space_report: run_space.CloseReport | None = None
+        self._peak_file: Path | None = None  # the kernel's peak of the container's memory cgroup
+        self._peak: int | None = None
         try:
             self.client = docker.from_env(timeout=120)
             # Output streams wait as long as the command runs: no read timeout there.
@@ -236,6 +240,7 @@ class DockerSandbox(Sandbox):
             except docker.errors.APIError as exc:
                 raise InfraError(f"the engine refused to start the sandbox: {exc.explanation or exc}") from None
             self._wait_for_relay(spec)
+            self._peak_file = memory_peak_file(self.host_pid())
         except BaseException:
             try:
                 self.client.api.remove_container(self.container_id, v=True, force=True)
@@ -338,6 +343,9 @@ class DockerSandbox(Sandbox):
         return handle or (self._processes[-1] if self._processes else None)
 
     def wait(self, timeout_s: float, handle: ProcessHandle | None = None) -> ExitInfo:
+        # The run polls wait(): the peak is kept up to date while the cgroup lives (an OOM kill
+        # of the whole container takes the cgroup, and its peak, with it).
+        self._note_peak()
         handle = self._handle(handle)
         if handle is None:
             return self._wait_container(timeout_s)
@@ -470,6 +478,7 @@ class DockerSandbox(Sandbox):
     def stop(self, grace_s: float = 10) -> None:
         if self.container is None:
             return
+        self._note_peak(ask_engine=True)  # the cgroup goes with the container
         for handle in self._processes:
             handle.killed = True
         try:
@@ -483,6 +492,7 @@ class DockerSandbox(Sandbox):
     def kill(self) -> None:
         if self.container is None:
             return
+        self._note_peak(ask_engine=True)  # the cgroup goes with the container
         for handle in self._processes:
             handle.killed = True
         try:
@@ -523,6 +533,25 @@ class DockerSandbox(Sandbox):
             return [int(row[0]) for row in top.get("Processes") or []]
         except (docker.errors.DockerException, ValueError, IndexError, TypeError):
             return []
+
+    def peak_memory_bytes(self) -> int | None:
+        self._note_peak(ask_engine=True)
+        return self._peak
+
+    def _note_peak(self, ask_engine: bool = False) -> None:
+        """Keep the highest peak read: from the cgroup's own file on this host, else (a remote engine,
+        or a file this kernel lacks) from the engine's stats, which report it on cgroup v1."""
+        if self.container_id is None:
+            return
+        peak = _read_int(self._peak_file) if self._peak_file is not None else None
+        if peak is None and ask_engine:
+            try:
+                stats = self.client.api.stats(self.container_id, stream=False, one_shot=True)
+                peak = int(stats["memory_stats"]["max_usage"]) or None
+            except (docker.errors.DockerException, KeyError, TypeError, ValueError):
+                peak = None
+        if peak is not None:
+            self._peak = max(peak, self._peak or 0)
 
     def host_pid(self) -> int | None:
         if self.container_id is None:
@@ -602,6 +631,50 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
                 os.lchown(path, uid, gid)
         except OSError:
             pass
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def memory_peak_file(pid: int | None) -> Path | None:
+    """Where this host's kernel keeps the peak memory use of pid's memory cgroup: memory.peak
+    (cgroup v2) or memory.max_usage_in_bytes (v1), under this machine's cgroup mounts (their
+    /proc/self/mountinfo roots, so a nested cgroup namespace is placed right). None if not here."""
+    if pid is None:
+        return None
+    try:
+        groups = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    v1 = v2 = None
+    for line in groups:
+        hierarchy, controllers, path = line.split(":", 2)
+        if hierarchy == "0" and not controllers:
+            v2 = path
+        elif "memory" in controllers.split(","):
+            v1 = path
+    for line in mounts:
+        fields, _, tail = line.partition(" - ")
+        fields, tail = fields.split(), tail.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        root, point = fields[3], re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        for path, here, name in ((v1, tail[0] == "cgroup" and "memory" in tail[2].split(","), "memory.max_usage_in_bytes"),
+                                 (v2, tail[0] == "cgroup2", "memory.peak")):
+            if path is None or not here:
+                continue
+            inside = posixpath.relpath(path, root)
+            if inside.startswith(".."):
+                continue
+            candidate = Path(point) / inside / name
+            if _read_int(candidate) is not None:
+                return candidate
+    return None
 
 
 def _procs_in_cgroup(container_id: str) -> list[tuple[int, str]]:

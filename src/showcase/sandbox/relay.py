@@ -41,7 +41,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         if writer.can_write_eof():
             writer.write_eof()
     except (ConnectionError, OSError):
-        pass
+        # One side is gone (a reset): the other side must see it too, e.g. the gate drops a
+        # shot.sh request whose caller was killed instead of checking a page for nobody.
+        writer.close()
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:

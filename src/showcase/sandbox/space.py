@@ -120,13 +120,27 @@ class SpaceState(BaseModel):
                              "(the label of its sandbox's sweep; see SandboxSpec.sweep_label)")
 
 
+MAX_SKIPPED_NAMED = 50  # skipped entries named one by one; the rest are counted
+MAX_NAME_CHARS = 240  # a skipped entry's name is cut in the middle past this (a 128-deep path runs to 32 KiB)
+
+
+class SkippedEntry(BaseModel):
+    """One entry of the agent's folders that was not copied, and why."""
+
+    name: str = Field(description="its path inside the space, e.g. 'work/a/b', cut in the middle past "
+                      f"{MAX_NAME_CHARS} characters")
+    reason: str = Field(description="why, in words that follow 'was': 'a link', 'a FIFO', "
+                        f"'a folder deeper than {MAX_DEPTH} levels (with all it holds)' ...")
+
+
 class CloseReport(BaseModel):
     """What close() did: the figures a run records."""
 
     copied_files: int = 0
     copied_bytes: int = 0
-    skipped: list[str] = Field(default_factory=list, description="entries not copied (links, FIFOs, devices, over a bound), first 50")
-    skipped_count: int = 0
+    skipped: list[SkippedEntry] = Field(default_factory=list, description="entries not copied (links, FIFOs, "
+                                        f"devices, past a bound), the first {MAX_SKIPPED_NAMED}")
+    skipped_count: int = Field(0, description="every entry not copied, the ones past the named ones included")
     full: bool = Field(False, description="the space had at most FULL_MARGIN bytes free when closed")
     seconds: float = 0.0
 
@@ -247,7 +261,7 @@ class RunSpace:
                 host = self.parent / name
                 host.mkdir(exist_ok=True)
                 # What the folder already holds goes into the space (the mount would hide it).
-                _copy_tree(host, inner, CloseReport(), [cap_bytes], delete_source=False)
+                _copy_tree(host, inner, CloseReport(), [cap_bytes], delete_source=False, names_from=self.parent)
                 _bind(inner, host)
             timings["mount_s"] = time.monotonic() - started
         except BaseException:
@@ -296,7 +310,7 @@ class RunSpace:
             for name in self.folders:
                 source = self.mnt / name
                 if source.is_dir() and not source.is_symlink():
-                    _copy_tree(source, self.out / name, report, budget)
+                    _copy_tree(source, self.out / name, report, budget, names_from=self.mnt)
             _umount(self.mnt)
         for name in self.folders:
             copied = self.out / name
@@ -335,19 +349,43 @@ def _run(cmd: list[str]) -> None:
         raise InfraError(f"{cmd[0]} failed: {(out.stderr or out.stdout).strip()[-300:]}")
 
 
-def _skip(report: CloseReport, path: Path, why: str) -> None:
-    report.skipped_count += 1
-    if len(report.skipped) < 50:
-        report.skipped.append(f"{path}: {why}")
+def _entry_name(path: Path, names_from: Path) -> str:
+    """The entry's path inside the space ('work/a/b'), never the host's; cut in the middle when long."""
+    try:
+        name = path.relative_to(names_from).as_posix()
+    except ValueError:
+        name = path.name
+    if len(name) > MAX_NAME_CHARS:
+        keep = (MAX_NAME_CHARS - 3) // 2
+        name = f"{name[:keep]}...{name[-keep:]}"
+    return name
 
 
-def _copy_tree(source: Path, target: Path, report: CloseReport, budget: list[int], delete_source: bool = True) -> None:
+def _kind(mode: int) -> str:
+    for test, words in ((stat.S_ISLNK, "a link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                        (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def _copy_tree(source: Path, target: Path, report: CloseReport, budget: list[int], delete_source: bool = True,
+               names_from: Path | None = None) -> None:
     """Copy regular files and folders from source to target, deleting each source file once copied.
 
     No link is followed (lstat, O_NOFOLLOW); hard links are recreated as links; data is copied
     extent by extent (holes stay holes); the whole copy writes at most budget[0] bytes, walks at
     most MAX_DEPTH folders deep and MAX_ENTRIES entries (iteratively: no recursion to exhaust).
+    Each entry left out is one SkippedEntry of `report`, named from `names_from` (default: the
+    folder above source).
     """
+    names_from = names_from if names_from is not None else source.parent
+
+    def skip(path: Path, why: str) -> None:
+        report.skipped_count += 1
+        if len(report.skipped) < MAX_SKIPPED_NAMED:
+            report.skipped.append(SkippedEntry(name=_entry_name(path, names_from), reason=why))
+
     target.mkdir(parents=True, exist_ok=True)
     linked: dict[tuple[int, int], Path] = {}
     entries = 0
@@ -358,32 +396,32 @@ def _copy_tree(source: Path, target: Path, report: CloseReport, budget: list[int
             with os.scandir(here) as it:
                 names = sorted(entry.name for entry in it)
         except OSError as exc:
-            _skip(report, here, exc.strerror or "unreadable")
+            skip(here, f"unreadable ({exc.strerror or exc})")
             continue
         for name in names:
             entries += 1
             path = here / name
             if entries > MAX_ENTRIES:
-                _skip(report, path, f"over {MAX_ENTRIES} entries")
+                skip(path, f"past the first {MAX_ENTRIES:,} entries")
                 continue
             try:
                 st = path.lstat()
             except OSError as exc:
-                _skip(report, path, exc.strerror or "unreadable")
+                skip(path, f"unreadable ({exc.strerror or exc})")
                 continue
             if stat.S_ISDIR(st.st_mode):
                 if depth >= MAX_DEPTH:
-                    _skip(report, path, f"over {MAX_DEPTH} folders deep")
+                    skip(path, f"a folder deeper than {MAX_DEPTH} levels (with all it holds)")
                     continue
                 try:
                     (there / name).mkdir(exist_ok=True)
                 except OSError as exc:
-                    _skip(report, path, exc.strerror or "cannot copy")
+                    skip(path, f"not copied ({exc.strerror or exc})")
                     continue
                 stack.append((path, there / name, depth + 1))
                 continue
             if not stat.S_ISREG(st.st_mode):
-                _skip(report, path, "a link" if stat.S_ISLNK(st.st_mode) else "not a regular file")
+                skip(path, _kind(st.st_mode))
                 continue
             key = (st.st_dev, st.st_ino)
             try:
@@ -400,9 +438,9 @@ def _copy_tree(source: Path, target: Path, report: CloseReport, budget: list[int
                 if delete_source:
                     path.unlink()
             except _OverBudget:
-                _skip(report, path, "over the space's cap")
+                skip(path, "over the space's cap")
             except OSError as exc:
-                _skip(report, path, exc.strerror or "cannot copy")
+                skip(path, f"not copied ({exc.strerror or exc})")
 
 
 class _OverBudget(Exception):
