@@ -248,6 +248,24 @@ def test_cli_scores_two_pages_in_parallel_into_their_own_folders(tmp_path):
     assert not item(flat2d, "6a").passed
 
 
+def test_cli_tables_show_a_pages_terminal_escapes_written_out(tmp_path):
+    """A page whose title, text and console error hold terminal escapes (set the title, clear the
+    screen, red): `showcase check` without --json prints them written out (\\x1b), never raw."""
+    escapes = "\x1b]0;pwned\x07\x1b[2J\x1b[31m"
+    html = (PAGES / "blank_hud.html").read_text().replace("<title>Blank", f"<title>{escapes}Blank")
+    html = html.replace("window.ready = true;", "console.error('\\x1b[31mred error\\x1b[0m'); window.ready = true;")
+    html = html.replace(">Frame 0<", f">{escapes}Frame 0<").replace("'Frame ' + (n++)", "'\\x1b[31mFrame ' + (n++)")
+    page = tmp_path / "escapes.html"
+    page.write_text(html)
+    out = subprocess.run([*SHOWCASE, "check", str(page), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "COLUMNS": "400"})  # wide: no cell is folded mid-word
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout + out.stderr and "\x07" not in out.stdout + out.stderr
+    assert "\\x1b[31mred error" in out.stdout, out.stdout  # item 3's reason: the console error, written out
+    saved = CheckReport.model_validate_json((tmp_path / "out" / "check.json").read_text())
+    assert any("\x1b[31mred error" in e for e in saved.errors) or "\x1b[31mred error" in item(saved, "3").reason
+
+
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
     missing = subprocess.run([*SHOWCASE, "check", "nope.html"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr.strip() == "error: nope.html: no such file"
