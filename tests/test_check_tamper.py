@@ -118,7 +118,9 @@ def test_a_fake_camera_over_motion_webgl_never_drew_earns_no_tour_animation_or_c
     for page in ("tamper_css_motion", "tamper_fresh_canvas"):
         for id_ in ("7", "8", "9", "10"):
             it = item(scored[page], id_)
-            assert not it.passed and "WebGL drew" in it.reason, (page, id_, it.reason)
+            # (3.0: the forged nodes of tamper_css_motion have no material: nothing is drawn to move)
+            why = ("WebGL drew", "nothing in the world moves") if id_ == "9" else ("WebGL drew",)
+            assert not it.passed and any(w in it.reason for w in why), (page, id_, it.reason)
     assert item(report, "7").figures["pixel_share"] >= 0.08 and item(report, "7").figures["gl_share"] == 0
     assert report.webgl_pictures is True
     # the pages with real motion keep their items, the WebGL change beside the screenshots'

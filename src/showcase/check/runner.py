@@ -31,6 +31,7 @@ from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
 from showcase.browser.seal import browser_pid
 from showcase.check.session import BoundedPage, StopMeasuring
+from showcase.check.view import probe_rules
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
 from showcase.run.monitor import ForeignProcessMonitor
@@ -575,7 +576,7 @@ async def check_page(
     rubric = load_rubric()
     # The probe hands its api to us with a token no page can know (it lives only in the probe's closure).
     token = f"showcase-probe-{uuid.uuid4().hex}"
-    scripts = [load_script("ready.js"), load_script("probe.js").replace("%TOKEN%", token)]
+    scripts = [load_script("ready.js"), load_script("probe.js").replace("%TOKEN%", token).replace("%VIEW_RULES%", probe_rules(rubric))]
     started = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     cdn = offline_cdn(npm_dir, task)
