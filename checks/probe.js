@@ -54,8 +54,9 @@
     frames: 0,            // of those, frames in which the page drew with WebGL
     webglContexts: 0,     // WebGL contexts the page created
     canvas2dContexts: 0,  // 2D contexts the page created
-    cur: { draws: 0, parts: 0, triangles: 0, refused: false },
+    cur: { calls: 0, draws: 0, parts: 0, triangles: 0, refused: false, per: [] },
     maxFrame: { draws: 0, parts: 0, triangles: 0 },
+    canvasMax: [],        // per canvas id: [draws, parts, triangles] of its largest frame
     cameraCounts: new Map(), // camera -> renders of window.scene with it
     mainCamera: null,
     posed: 0,             // renders of the main camera seen since window.scene was hooked
@@ -65,6 +66,50 @@
     snaps: [],
   };
 
+  // --- per canvas: what a person can see of the world is judged canvas by canvas (showcase/check/visible.py) ---
+  // The world's figures per canvas (its largest frame), so that only canvases seen on screen count;
+  // pushed to the checker as they grow, like the whole frame's.
+  function canvasRises(c) {
+    for (let i = 0; i < c.per.length; i++) {
+      const e = c.per[i], m = sc.canvasMax[e.cid];
+      if (!m || e.draws > m[0] || e.parts > m[1] || e.triangles > m[2]) return true;
+    }
+    return false;
+  }
+  function raiseCanvases(c) {
+    for (let i = 0; i < c.per.length; i++) {
+      const e = c.per[i];
+      let m = sc.canvasMax[e.cid];
+      if (!m) { m = [0, 0, 0]; defineOwn(sc.canvasMax, e.cid, { value: m, writable: true, enumerable: true, configurable: true }); }
+      if (e.draws > m[0] || e.parts > m[1] || e.triangles > m[2]) {
+        if (e.draws > m[0]) m[0] = e.draws;
+        if (e.parts > m[1]) m[1] = e.parts;
+        if (e.triangles > m[2]) m[2] = e.triangles;
+        apply(debug, con, [TOKEN, 'cmax', e.cid, m[0], m[1], m[2]]);
+      }
+    }
+  }
+  // A frame as the frame-rate item weighs it: the vertices each canvas drew (instances counted;
+  // none for a draw to a lost context or into a viewport or scissor box of a few pixels). The
+  // checker counts a frame as a picture of the world only when the canvases seen on screen drew
+  // a good share of their largest frame of the window in it.
+  const FRAME_ROWS = 1200;
+  const copyOf = (list) => {
+    const out = [];
+    for (let i = 0; i < list.length; i++) defineOwn(out, i, { value: list[i], writable: true, enumerable: true, configurable: true });
+    return out;
+  };
+  function noteFrame(c) {
+    const w = sc.win;
+    if (!w || w.drawn.length >= FRAME_ROWS) return;
+    const row = [];
+    for (let i = 0; i < c.per.length; i++) {
+      defineOwn(row, row.length, { value: c.per[i].cid, writable: true, enumerable: true, configurable: true });
+      defineOwn(row, row.length, { value: c.per[i].vertices, writable: true, enumerable: true, configurable: true });
+    }
+    defineOwn(w.drawn, w.drawn.length, { value: row, writable: true, enumerable: true, configurable: true });
+  }
+
   // --- frames: our own animation loop; a frame counts when the page drew in it ---
   const tick = () => {
     sc.ticks += 1;
@@ -72,20 +117,22 @@
     const c = sc.cur;
     const drawn = drawnTo;
     drawnTo = [];
-    if (c.draws > 0) {
+    if (c.calls > 0) {
       sc.frames += 1;
       const m = sc.maxFrame;
       // Only a frame that would raise the world's figures is asked whether WebGL refused any of
       // its draws: a getError per frame waits for the GPU process and slowed a 1.4 fps page to 1.1.
-      if ((c.draws > m.draws || c.parts > m.parts || c.triangles > m.triangles) && !refused(c, drawn)) {
+      if ((c.draws > m.draws || c.parts > m.parts || c.triangles > m.triangles || canvasRises(c)) && !refused(c, drawn)) {
         if (c.draws > m.draws) m.draws = c.draws;
         if (c.parts > m.parts) m.parts = c.parts;
         if (c.triangles > m.triangles) m.triangles = c.triangles;
         // Pushed to the checker as they grow, so a page that freezes or leaves keeps them.
         apply(debug, con, [TOKEN, 'max', m.draws, m.parts, m.triangles]);
+        raiseCanvases(c);
       }
+      noteFrame(c);
     }
-    sc.cur = { draws: 0, parts: 0, triangles: 0, refused: false };
+    sc.cur = { calls: 0, draws: 0, parts: 0, triangles: 0, refused: false, per: [] };
     apply(raf, window, [tick]);
     sc.poll();
   };
@@ -130,7 +177,64 @@
     return c.refused;
   };
   const trianglesOf = (mode, count) => (mode === 4 ? M.floor(count / 3) : mode === 5 || mode === 6 ? (count > 2 ? count - 2 : 0) : 0);
-  const wrapDraw = (proto, name, countArg, instArg, getError) => {
+  // Each canvas drawn to gets a number (pictures, figures and frames are kept per canvas), and a
+  // picture of its first drawn frame: a page that draws once and never again (preserveDrawingBuffer
+  // false) can be pictured only while that frame is drawn.
+  const canvasIds = new WeakMap();
+  let nextCanvasId = 0;
+  const FIRST_PICTURES = 8;
+  const canvasId = (ctx, canvasGet) => {
+    const known = apply(wmGet, canvasIds, [ctx]);
+    if (known !== undefined) return known;
+    const cid = nextCanvasId++;
+    apply(wmSet, canvasIds, [ctx, cid]);
+    if (canPicture && firsts.length < FIRST_PICTURES) {
+      const pic = { taken: true, pending: 1, list: [], shares: null, seq: 0, sent: false, first: pictures.length };
+      defineOwn(firsts, firsts.length, { value: pic, writable: true, enumerable: true, configurable: true });
+      const one = [{ ctx, canvas: canvasGet, cid }];
+      apply(microtask, window, [() => { try { takeEach(pic, one); } finally { ended(pic); } }]);
+    }
+    return cid;
+  };
+  // Viewport and scissor box per context, as the page set them (a draw into a few pixels is no picture).
+  const targets = new WeakMap();
+  const TINY_PIXELS = 64;
+  const SCISSOR_TEST = 0x0C11;
+  const tinyTarget = (ctx) => {
+    const t = apply(wmGet, targets, [ctx]);
+    if (t === undefined) return false;
+    return (t.vw !== null && t.vw * t.vh < TINY_PIXELS) || (t.scissor && t.sw !== null && t.sw * t.sh < TINY_PIXELS);
+  };
+  const targetOf = (ctx) => {
+    let t = apply(wmGet, targets, [ctx]);
+    if (t === undefined) { t = { vw: null, vh: null, sw: null, sh: null, scissor: false }; apply(wmSet, targets, [ctx, t]); }
+    return t;
+  };
+  const wrapTarget = (proto) => {
+    const viewport = proto.viewport, scissor = proto.scissor, enable = proto.enable, disable = proto.disable;
+    const dim = (v) => { const n = +v; return n > 0 ? M.floor(n) : 0; };
+    proto.viewport = function viewport_(...args) {
+      const out = apply(viewport, this, args);
+      const t = targetOf(this); t.vw = dim(args[2]); t.vh = dim(args[3]);
+      return out;
+    };
+    proto.scissor = function scissor_(...args) {
+      const out = apply(scissor, this, args);
+      const t = targetOf(this); t.sw = dim(args[2]); t.sh = dim(args[3]);
+      return out;
+    };
+    proto.enable = function enable_(...args) {
+      const out = apply(enable, this, args);
+      if (args[0] === SCISSOR_TEST) targetOf(this).scissor = true;
+      return out;
+    };
+    proto.disable = function disable_(...args) {
+      const out = apply(disable, this, args);
+      if (args[0] === SCISSOR_TEST) targetOf(this).scissor = false;
+      return out;
+    };
+  };
+  const wrapDraw = (proto, name, countArg, instArg, getError, isLost) => {
     const orig = proto && proto[name];
     if (typeof orig !== 'function') return;
     const canvas = Object.getOwnPropertyDescriptor(proto, 'canvas').get;
@@ -149,15 +253,30 @@
       }
       const inst = instArg === null ? 1 : (args[instArg] | 0) > 0 ? args[instArg] | 0 : 0;
       const c = sc.cur;
-      const tris = trianglesOf(args[0], args[countArg] | 0) * inst;
+      c.calls += 1;
+      const cid = canvasId(this, canvas);
+      let seen = false;
+      for (let i = 0; i < drawnTo.length; i++) if (drawnTo[i].ctx === this) seen = true;
+      if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx: this, getError, canvas, cid }, writable: true, enumerable: true, configurable: true });
+      // A lost context draws nothing (a decoy lost on purpose raised the world's figures), and a
+      // draw into a viewport or scissor box of a few pixels shows nothing of a world.
+      if (apply(isLost, this, []) || tinyTarget(this)) return out;
+      const count = (args[countArg] | 0) > 0 ? args[countArg] | 0 : 0;
+      const tris = trianglesOf(args[0], count) * inst;
       c.draws += 1;
       // 3.0: only a draw with a transform giving depth is part of a world (a flat quad is a picture)
       const st = ctxOf(this);
-      if (st.prog !== null && st.prog.deep > 0) { c.parts += inst; c.triangles += tris; }
+      const deep = st.prog !== null && st.prog.deep > 0;
+      if (deep) { c.parts += inst; c.triangles += tris; }
       if (rec !== null && rec.ops.length < REC_MAX) { try { recordOp(this, st, tris, bufW, bufH); } catch (e) { /* a sample the less */ } }
-      let seen = false;
-      for (let i = 0; i < drawnTo.length; i++) if (drawnTo[i].ctx === this) seen = true;
-      if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx: this, getError, canvas }, writable: true, enumerable: true, configurable: true });
+      let e = null;
+      for (let i = 0; i < c.per.length; i++) if (c.per[i].cid === cid) e = c.per[i];
+      if (e === null) {
+        e = { cid, draws: 0, parts: 0, triangles: 0, vertices: 0 };
+        defineOwn(c.per, c.per.length, { value: e, writable: true, enumerable: true, configurable: true });
+      }
+      e.draws += 1; e.vertices += count * inst;
+      if (deep) { e.parts += inst; e.triangles += tris; }
       return out;
     };
   };
@@ -171,12 +290,13 @@
     };
   };
   for (const proto of glProtos) {
-    const getError = proto.getError;
+    const getError = proto.getError, isLost = proto.isContextLost;
     wrapGetError(proto, getError);
-    wrapDraw(proto, 'drawArrays', 2, null, getError);
-    wrapDraw(proto, 'drawElements', 1, null, getError);
-    wrapDraw(proto, 'drawArraysInstanced', 2, 3, getError);
-    wrapDraw(proto, 'drawElementsInstanced', 1, 4, getError);
+    wrapTarget(proto);
+    wrapDraw(proto, 'drawArrays', 2, null, getError, isLost);
+    wrapDraw(proto, 'drawElements', 1, null, getError, isLost);
+    wrapDraw(proto, 'drawArraysInstanced', 2, 3, getError, isLost);
+    wrapDraw(proto, 'drawElementsInstanced', 1, 4, getError, isLost);
   }
 
   // --- the view WebGL really drew with (3.0) ---
@@ -624,6 +744,7 @@
   const makeBitmap = window.createImageBitmap;
   const VF = window.VideoFrame;
   const vfCopyTo = VF && VF.prototype.copyTo, vfClose = VF && VF.prototype.close, vfSize = VF && VF.prototype.allocationSize;
+  const vfFormat = VF && Object.getOwnPropertyDescriptor(VF.prototype, 'format').get;
   const bmClose = window.ImageBitmap && ImageBitmap.prototype.close;
   const rectOf = Element.prototype.getBoundingClientRect;
   const rectGet = (k) => Object.getOwnPropertyDescriptor(DOMRectReadOnly.prototype, k).get;
@@ -635,20 +756,23 @@
   const PIC_BYTES = PIC_W * PIC_H * 4;
   const byteLength = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(U8.prototype), 'length').get;
   const canPicture = typeof makeBitmap === 'function' && typeof vfCopyTo === 'function' && typeof microtask === 'function';
-  const pictures = [];  // one per window opened, in order: {taken, pending, list: [{canvas, rect, data}], shares}
+  const pictures = [];  // one per window opened, in order: {taken, pending, list: [{canvas, cid, rect, data, format}], shares, seq, sent}
+  const firsts = [];    // a canvas's first drawn frame (canvasId above): {..., first: windows opened before it}
   let armed = null;     // the picture waiting for the page's next drawn frame
+  let pictureSeq = 0;   // the order pictures were taken in
   const openPicture = () => {
-    const pic = { taken: false, pending: 0, list: [], shares: null };
+    const pic = { taken: false, pending: 0, list: [], shares: null, seq: 0, sent: false };
     defineOwn(pictures, pictures.length, { value: pic, writable: true, enumerable: true, configurable: true });
     armed = canPicture ? pic : null;
   };
   const ended = (pic) => { pic.pending -= 1; if (pic.pending === 0) sc.poll(); };
   const takePicture = (pic) => {
-    try { takeEach(pic); } finally { ended(pic); }  // ended: the hold taken with the frame
+    try { takeEach(pic, drawnTo); } finally { ended(pic); }  // ended: the hold taken with the frame
   };
-  const takeEach = (pic) => {
-    for (let i = 0; i < drawnTo.length; i++) {
-      const canvas = apply(drawnTo[i].canvas, drawnTo[i].ctx, []);
+  const takeEach = (pic, drawn) => {
+    pic.seq = ++pictureSeq;
+    for (let i = 0; i < drawn.length; i++) {
+      const canvas = apply(drawn[i].canvas, drawn[i].ctx, []), cid = drawn[i].cid;
       let rect = null;
       try {
         const r = apply(rectOf, canvas, []);
@@ -665,11 +789,11 @@
         try { const init = bare(null); init.timestamp = 0; frame = new VF(bitmap, init); } catch (e) { frame = null; }
         try { apply(bmClose, bitmap, []); } catch (e) { /* closed already */ }
         if (frame === null) { ended(pic); return; }
-        let data;
-        try { data = new U8(apply(vfSize, frame, [])); } catch (e) { apply(vfClose, frame, []); ended(pic); return; }
+        let data, format = null;
+        try { data = new U8(apply(vfSize, frame, [])); format = '' + apply(vfFormat, frame, []); } catch (e) { apply(vfClose, frame, []); ended(pic); return; }
         const done = (ok) => {
           try { apply(vfClose, frame, []); } catch (e) { /* closed already */ }
-          if (ok && apply(byteLength, data, []) === PIC_BYTES) defineOwn(pic.list, pic.list.length, { value: { canvas, rect, data }, writable: true, enumerable: true, configurable: true });
+          if (ok && apply(byteLength, data, []) === PIC_BYTES) defineOwn(pic.list, pic.list.length, { value: { canvas, cid, rect, data, format }, writable: true, enumerable: true, configurable: true });
           ended(pic);
         };
         try { apply(then, apply(vfCopyTo, frame, [data]), [() => done(true), () => done(false)]); } catch (e) { done(false); }
@@ -711,10 +835,34 @@
     pic.shares = out;
     return out;
   };
+  // The pictures themselves go to the checker once each, when complete (base64 of the RGBA bytes,
+  // built with functions kept before any page script), so it can compare them with the screenshots
+  // (showcase/check/visible.py): [window index or -1, windows opened before it, its order taken,
+  // [[canvas id, x, y, width, height, pixel format, base64], ...]].
+  const b64 = window.btoa;
+  const byteChars = [];
+  for (let k = 0; k < 256; k++) defineOwn(byteChars, k, { value: apply(String.fromCharCode, String, [k]), writable: false, enumerable: true, configurable: false });
+  const encode = (data) => {
+    let s = '';
+    for (let k = 0; k < PIC_BYTES; k++) s += byteChars[data[k]];
+    return apply(b64, window, [s]);
+  };
+  const deliver = (out, pic, index, first) => {
+    if (pic.sent || !pic.taken || pic.pending > 0) return;
+    pic.sent = true;
+    const rows = [];
+    for (let k = 0; k < pic.list.length; k++) {
+      const e = pic.list[k];
+      defineOwn(rows, rows.length, { value: [e.cid, e.rect[0], e.rect[1], e.rect[2], e.rect[3], e.format, encode(e.data)], writable: true, enumerable: true, configurable: true });
+    }
+    defineOwn(out, out.length, { value: [index, first, pic.seq, rows], writable: true, enumerable: true, configurable: true });
+  };
   const glChanges = () => {
-    const out = [];
+    const out = [], pics = [];
     for (let i = 0; i + 1 < pictures.length; i++) defineOwn(out, i, { value: sharesOf(i), writable: true, enumerable: true, configurable: true });
-    return { available: canPicture, windows: out };
+    for (let i = 0; i < pictures.length; i++) deliver(pics, pictures[i], i, i);
+    for (let i = 0; i < firsts.length; i++) deliver(pics, firsts[i], -1, firsts[i].first);
+    return { available: canPicture, windows: out, pictures: pics };
   };
   // Resolves once the last picture was taken and none is still being taken, or after maxMs.
   const glSettled = (maxMs) => new Prom((resolve) => {
@@ -722,6 +870,7 @@
     const check = () => {
       let busy = pictures.length > 0 && canPicture && !pictures[pictures.length - 1].taken;
       for (let i = 0; i < pictures.length; i++) if (pictures[i].pending > 0) busy = true;
+      for (let i = 0; i < firsts.length; i++) if (firsts[i].pending > 0) busy = true;
       if (busy && clock() - t0 < maxMs) return false;
       resolve({ gl: glChanges() });
       return true;
@@ -855,7 +1004,7 @@
   sc.startWindow = () => {
     openPicture();
     sc.win = { ref: sc.lastPose, scale: sc.lastPose ? M.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, ticks0: sc.ticks, t0: clock(),
-      prev: null, zoom: 0, yaw: 0, head: [], tail: [], input: null, inputAfter: 0, wheeled: 0, released: false, rested: false, view: newView() };
+      prev: null, zoom: 0, yaw: 0, head: [], tail: [], input: null, inputAfter: 0, wheeled: 0, released: false, rested: false, view: newView(), drawn: [] };
     return true;
   };
   sc.readWindow = () => {
@@ -869,6 +1018,8 @@
       max_zoom: w.maxZoom,
       frames: sc.frames - w.frames0,
       ticks: sc.ticks - w.ticks0,
+      // per frame the page drew in: [canvas id, vertices, ...] of what could be seen (noteFrame)
+      drawn: copyOf(w.drawn),
       seconds: (clock() - w.t0) / 1000,
       // Signed change from the window's start to now: zoom (distance to the world's centre as a
       // share of it, plus the log change of fov/zoom; negative is closer) and the view's yaw.
@@ -915,7 +1066,7 @@
   sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow, expect) => new Prom((resolve) => {
     const w = sc.win;
     if (!w) { resolve(null); return; }
-    const after = sc.frames + (sc.cur.draws > 0 ? 1 : 0) + (fromNow ? 1 : 0);
+    const after = sc.frames + (sc.cur.calls > 0 ? 1 : 0) + (fromNow ? 1 : 0);
     // maxMs counts from this call, not from the window's opening: the screenshot and the input
     // that came between (seconds each on a slow page) must not use up the step's own frames.
     const called = clock();
@@ -959,7 +1110,7 @@
       const p = w.prev || w.ref;
       w.input = [p ? p.t / 1000 : clock() / 1000, w.zoom, w.yaw];
     }
-    if (w.input) w.inputAfter = sc.frames + (sc.cur.draws > 0 ? 1 : 0) + 1;
+    if (w.input) w.inputAfter = sc.frames + (sc.cur.calls > 0 ? 1 : 0) + 1;
   };
   const listen = window.addEventListener;
   for (const [type, start] of [['wheel', true], ['pointerdown', true], ['mousedown', true], ['pointermove', false], ['pointerup', false], ['mouseup', false]]) {

@@ -103,6 +103,15 @@ def test_a_page_that_freezes_after_ready_keeps_its_world_and_english(scored):
     assert item(report, "6b").passed and item(report, "4").passed
 
 
+def test_the_tiny_twin_whose_canvas_nobody_sees_earns_no_frame_rate_and_is_blank(scored):
+    """tiny_webgl.html draws one triangle a frame in a 16 x 16 canvas at opacity 0.01 (rubric 3.0:
+    only what a person sees counts; until 2.7 it earned the frame rate)."""
+    report = scored["tiny_webgl"]
+    fps, blank = item(report, "5"), item(report, "4")
+    assert fps.points == 0 and fps.figures["frames"] == 0 and fps.figures["drawn_frames"] > 0, fps.figures
+    assert not blank.passed and blank.figures["webgl_seen_share"] == 0 and blank.figures["screen_share"] > 0.002
+
+
 @pytest.mark.parametrize("tampered", ["tamper_refused_draws", "tamper_frame_errors"])
 def test_draws_webgl_refused_count_toward_no_world(scored, tampered):
     report = scored[tampered]

@@ -32,6 +32,7 @@ from showcase.check.scoring import score
 from showcase.browser.seal import browser_pid
 from showcase.check.session import BoundedPage, StopMeasuring
 from showcase.check.view import probe_rules
+from showcase.check.visible import Visible, apply_visible
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
 from showcase.run.monitor import ForeignProcessMonitor
@@ -41,6 +42,12 @@ WINDOW_2 = "tour window 2"  # its closing picture is taken during the first cont
 # The measuring windows in the order the probe opens them (each opens a picture of what WebGL drew).
 STEP_NAMES = ("baseline before wheel", "wheel", "wheel back", "baseline before drag", "drag", "drag back")
 GL_SETTLE_S = 2.0  # how long the last reading waits for the pictures still being taken
+
+
+def slot_of(name: str) -> int:
+    """The window whose opening picture a closing screenshot pairs with: 0 is the frame after ready
+    (window 1's opening), 1 closes window 1, 2 window 2, 3-8 the control steps."""
+    return 2 if name == WINDOW_2 else 3 + STEP_NAMES.index(name)
 
 
 @dataclass
@@ -70,6 +77,9 @@ class Measurements:
     last_shot: bytes | None = None
     observed_s: float = 0.0
     gl_pictures: bool | None = None     # whether the probe could take pictures of what WebGL drew
+    blank_screen_share: float | None = None  # item 4 on the screenshot alone (blank_share: also what WebGL drew, seen)
+    blank_webgl_share: float | None = None
+    visible_canvases: dict | None = None     # per WebGL canvas: how much of its drawing was seen (visible.py)
 
 
 class _Measure:
@@ -84,6 +94,8 @@ class _Measure:
         self.frame_s: float | None = None  # seconds per drawn frame, from the last tour window
         self.picture: asyncio.Future | None = None  # a window's closing screenshot, still being taken
         self.gl: list[list | None] = []  # per window opened: what WebGL drew in it, as the probe last said
+        spec = rubric.items["4"]
+        self.vis = Visible(rubric.viewport, spec["seen_tolerance"], spec["tolerance"], spec["min_seen_share"])
 
     def mask(self) -> np.ndarray | None:
         """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
@@ -134,6 +146,7 @@ class _Measure:
         if not isinstance(gl, dict) or not isinstance(gl.get("windows"), list):
             return
         self.m.gl_pictures = bool(gl.get("available"))
+        self.vis.add_pictures(gl.get("pictures"))
         for i, shares in enumerate(gl["windows"][:16]):
             if i >= len(self.gl):
                 self.gl.append(None)
@@ -220,6 +233,7 @@ class _Measure:
         win["pixel_share"] = None
         if shot is not None:
             self.close_picture(win, shot, self.r.items["7"]["pixel_tolerance"])
+            self.vis.add_screen(index, shot.rgb)
         return win, got, next_t0
 
     def close_picture(self, into: dict, shot: Shot, tolerance: float) -> None:
@@ -274,6 +288,7 @@ class _Measure:
                     self.close_picture(window_2, shot, self.r.items["7"]["pixel_tolerance"])
                 else:
                     self.close_picture(self.m.steps[name], shot, spec["pixel_tolerance"])
+                self.vis.add_screen(slot_of(name), shot.rgb)
 
     async def _steps(self, plan: list, t0: float, shots: list[tuple[str, bytes]]) -> None:
         t = self.t
@@ -428,6 +443,7 @@ class _Measure:
             boxes = first.get("boxes") if isinstance(first, dict) else None
             self.boxes = boxes if isinstance(boxes, list) else []
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"], self.mask()), 4)
+            self.vis.add_screen(0, self.prev.rgb)
             win, got, t0 = await self.window(1, opened[0], chain=True)
             m.windows.append(win)
             m.text = _join_text(m.text, got.get("text"))
@@ -465,6 +481,7 @@ class _Measure:
             for k, v in bp.canvas_max.items():
                 canvas[k] = max(canvas.get(k, 0), v)
             m.world = dict(world, canvas=canvas)
+        apply_visible(m, self.vis, bp.canvas_max_by_id, self.r, STEP_NAMES)
         if m.ready_after_s is None and bp.ready_at_ms is not None:
             m.ready_after_s = round(bp.ready_at_ms / 1000, 2)  # seen by the binding after the wait ended
         return m

@@ -93,8 +93,15 @@ class _Scorer:
         spec = self.r.items["4"]
         share = self.m.blank_share
         figs = {"off_dominant_share": share, "tolerance": spec["tolerance"], "min_share": spec["min_share"]}
+        screen, drawn = self.m.blank_screen_share, self.m.blank_webgl_share
+        if drawn is not None:  # 3.0: also what WebGL drew, where a person sees it (showcase/check/visible.py)
+            figs.update(screen_share=screen, webgl_seen_share=drawn)
         if share is None:
             return self.item("4", 0, figs, self.not_measured)
+        if drawn is not None and share < spec["min_share"] and screen >= spec["min_share"]:
+            return self.item("4", 0, figs, f"no drawn WebGL world is seen: {screen:.2%} of pixels, outside the page's text, differ "
+                                           f"from the dominant colour, but only {drawn:.2%} of the view shows what WebGL drew apart "
+                                           "from one flat colour")
         if share < spec["min_share"]:
             return self.item("4", 0, figs, f"one flat colour: only {share:.2%} of pixels, outside the page's text, differ from the dominant colour")
         return self.item("4", 1, figs, f"{share:.1%} of pixels, outside the page's text, differ from the dominant colour", "is not blank")
@@ -105,8 +112,12 @@ class _Scorer:
         if len(self.m.windows) < 2 or self.m.windows[1].get("partial"):
             return self.item("5", 0, {}, self.not_measured)
         w = self.m.windows[1]
-        fps = w["frames"] / w["seconds"] if w["seconds"] > 0 else 0.0
-        figs = {"fps": round(fps, 2), "frames": w["frames"], "seconds": round(w["seconds"], 2), "renderer": self.r.renderer}
+        # 3.0: frames that drew the world where it is seen (runner: visible.world_frames); the raw
+        # count of frames with any WebGL draw is kept beside it
+        frames = w.get("world_frames", w["frames"])
+        fps = frames / w["seconds"] if w["seconds"] > 0 else 0.0
+        figs = {"fps": round(fps, 2), "frames": frames, "drawn_frames": w["frames"], "seconds": round(w["seconds"], 2),
+                "renderer": self.r.renderer}
         rule = f"{_n(spec['half_fps'])} give half a point and {_n(spec['full_fps'])} the full point"
         what = f"{fps:.1f} frames per second in software rendering without a GPU"
         if fps >= spec["full_fps"]:
@@ -143,6 +154,8 @@ class _Scorer:
         figs = {"parts": parts, "triangles": tris, "counted_by": how, "canvas": c,
                 "scene_parts": w.get("parts", 0), "scene_triangles": w.get("triangles", 0),
                 "instanced_meshes": w.get("instanced_meshes", 0)}
+        if "canvas_drawn" in w:  # 3.0: `canvas` counts canvases seen on screen only; this, every live one
+            figs.update(canvas_drawn=w["canvas_drawn"], canvases=self.m.visible_canvases)
         self.world_phrase = f"{_n(parts)} parts, {_n(tris)} triangles"
         if big(parts, tris) and self.m.blank_share is not None and not self.picture():
             return self.item("6a", 0, figs, f"{self.world_phrase} counted by {how}, but the frame after ready is blank")

@@ -20,6 +20,9 @@ from showcase.browser.page import PAGE_URL, PageSession, first_line, open_page
 from showcase.errors import InfraError
 
 
+MAX_CANVASES = 64  # per-canvas figures kept of one page
+
+
 class StopMeasuring(Exception):
     """The page can no longer be measured (frozen, gone, or out of time); score what we have."""
 
@@ -45,6 +48,7 @@ class BoundedPage:
         self.probe_token: str | None = None     # the probe hands its api over with this token
         self.probe_id: str | None = None        # CDP object id of the probe's api in the page's document
         self.canvas_max: dict | None = None     # the probe's largest WebGL frame so far, pushed as it grows
+        self.canvas_max_by_id: dict[int, dict] = {}  # the same per canvas (probe's canvas id), pushed as they grow
         self.page.on("crash", lambda _p: self._crashed())
         self._closing = False  # our own close is not the page closing itself
         self.page.on("close", lambda _p: self._closing or self._leave("closed itself", None))
@@ -61,6 +65,14 @@ class BoundedPage:
             values = [a.get("value") for a in args[2:]]
             if all(isinstance(v, (int, float)) for v in values):
                 self.canvas_max = dict(zip(("draws_per_frame", "parts_per_frame", "triangles_per_frame"), values))
+            return
+        if (self.probe_token and event.get("type") == "debug" and len(args) == 6 and self.left is None
+                and args[0].get("value") == self.probe_token and args[1].get("value") == "cmax"):
+            values = [a.get("value") for a in args[2:]]
+            # bounded: a page may make any number of canvases; the first ones drawn are kept
+            if (all(isinstance(v, (int, float)) for v in values)
+                    and (len(self.canvas_max_by_id) < MAX_CANVASES or int(values[0]) in self.canvas_max_by_id)):
+                self.canvas_max_by_id[int(values[0])] = dict(zip(("draws_per_frame", "parts_per_frame", "triangles_per_frame"), values[1:]))
             return
         if (self.probe_token and self.probe_id is None and self.left is None and event.get("type") == "debug"
                 and len(args) == 2 and args[0].get("value") == self.probe_token and args[1].get("objectId")):
