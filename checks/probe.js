@@ -13,6 +13,60 @@
 // checker to confirm against real screenshots: the camera through window.scene.onBeforeRender,
 // the scene graph's parts and what moves in it, and the page's text.
 (() => {
+  const TOKEN = '%TOKEN%';
+  // --- uncaught errors, seen before any page listener can cancel them (every frame, rubric 3.0) ---
+  // A page that cancels its `error` event (preventDefault in a listener, window.onerror returning
+  // true) or its `unhandledrejection` leaves no trace in the browser's record (CDP reports nothing).
+  // Ours are the first listeners on window, in the capture phase, added before any page script
+  // with the built-in addEventListener: at the target, capture listeners run first and in the
+  // order added, so no page listener runs before ours, and none can stop ours. Each event is told
+  // to the checker at once; a task later, whether the page left it shown (the browser then
+  // reports it itself): an event never marked shown counts as a page error the page cancelled.
+  (() => {
+    const apply = Reflect.apply;
+    const debug = console.debug, con = console;
+    const own = (proto, name) => Object.getOwnPropertyDescriptor(proto, name).get;
+    const prevented = own(Event.prototype, 'defaultPrevented'), targetOf = own(Event.prototype, 'target');
+    const message = own(ErrorEvent.prototype, 'message'), filename = own(ErrorEvent.prototype, 'filename');
+    const lineno = own(ErrorEvent.prototype, 'lineno');
+    const reasonOf = window.PromiseRejectionEvent && own(PromiseRejectionEvent.prototype, 'reason');
+    const descriptor = Object.getOwnPropertyDescriptor, protoOf = Object.getPrototypeOf, str = String, slice = String.prototype.slice;
+    const timer = window.setTimeout, listen = EventTarget.prototype.addEventListener;
+    const frameKey = apply(Math.random, Math, []).toString(36).slice(2, 8);
+    const MAX_TOLD = 200;  // a page throwing every frame fails items 1 and 3 long before this
+    let told = 0;
+    // A rejection's reason, read without running page code (no getter, no toString of the page's).
+    const describe = (reason) => {
+      const t = typeof reason;
+      if (t === 'string' || t === 'number' || t === 'boolean' || t === 'bigint' || t === 'undefined' || reason === null) return str(reason);
+      if (t === 'symbol') return 'a symbol';
+      for (let o = reason, depth = 0; o && depth < 8; o = protoOf(o), depth++) {
+        const d = descriptor(o, 'message');
+        if (d) return 'value' in d && typeof d.value === 'string' ? d.value : 'an object';
+      }
+      return 'an object';
+    };
+    const seen = (kind, e) => {
+      if (!e.isTrusted || told >= MAX_TOLD) return;  // isTrusted is an own, unforgeable property
+      let text;
+      try {
+        if (kind === 'error') {
+          if (apply(targetOf, e, []) !== window) return;  // a resource's load error: the request is the record
+          text = apply(message, e, []) + ' (' + apply(filename, e, []) + ':' + apply(lineno, e, []) + ')';
+        } else {
+          text = 'Uncaught (in promise) ' + describe(apply(reasonOf, e, []));
+        }
+      } catch (err) { return; }  // not the browser's ErrorEvent / PromiseRejectionEvent
+      told += 1;
+      const id = frameKey + ':' + told;
+      apply(debug, con, [TOKEN, 'error', id, kind, apply(slice, text, [0, 300])]);
+      apply(timer, window, [() => { if (!apply(prevented, e, [])) apply(debug, con, [TOKEN, 'shown', id]); }, 0]);
+    };
+    const opts = Object.create(null);
+    opts.capture = true;
+    apply(listen, window, ['error', (e) => seen('error', e), opts]);
+    if (reasonOf) apply(listen, window, ['unhandledrejection', (e) => seen('rejection', e), opts]);
+  })();
   // The WebGL prototypes of this frame (a browser without WebGL 2 has only the first).
   const glProtos = [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype].filter(Boolean);
   if (window.top !== window) {
@@ -35,7 +89,6 @@
     }
     return;
   }
-  const TOKEN = '%TOKEN%';
   const apply = Reflect.apply;
   const defineOwn = Reflect.defineProperty;  // an own element, past any setter a page puts on Array.prototype
   const raf = window.requestAnimationFrame;
@@ -1293,13 +1346,6 @@
     return res;
   };
 
-  // --- the visible text, for the English item ---
-  sc.text = () => {
-    const parts = [];
-    if (document.title) parts.push(document.title);
-    if (document.body) parts.push(document.body.innerText || '');
-    return parts.join('\n').replace(/[ \t]+/g, ' ').trim();
-  };
   // Boxes of the page's visible text (viewport pixels), so "not blank" and "the picture changed"
   // can leave the page's own text out. A page that lies here only hides more of its own picture.
   sc.textBoxes = () => {
@@ -1327,7 +1373,6 @@
     snapshot: () => sc.snapshot(),
     compare: (i, j) => sc.compare(i, j),
     world: () => sc.world(),
-    text: () => sc.text(),
     textBoxes: () => sc.textBoxes(),
     contexts: () => ({ webgl: sc.webglContexts, c2d: sc.canvas2dContexts }),
     gl: () => glChanges(),

@@ -33,6 +33,8 @@ from showcase.browser.seal import browser_pid
 from showcase.check.session import BoundedPage, StopMeasuring
 from showcase.check.view import probe_rules
 from showcase.check.visible import Visible, apply_visible
+from showcase.check.language import identifier as language_identifier
+from showcase.check.visible_text import VisibleText, capture as capture_text, visible_text
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
 from showcase.run.monitor import ForeignProcessMonitor
@@ -68,6 +70,8 @@ class Measurements:
     world: dict | None = None
     animation: dict | None = None
     text: str | None = None
+    text_sources: dict[str, int] = field(default_factory=dict)  # pieces of visible text kept, by where they came from
+    text_dropped: int = 0               # pieces of text no person sees (hidden, transparent, clipped, off the page)
     steps: dict[str, dict] = field(default_factory=dict)
     webgl_contexts: int | None = None
     canvas2d_contexts: int | None = None
@@ -206,7 +210,7 @@ class _Measure:
 
         async def read() -> dict:
             got = await self.bp.probe(
-                "({win: this.readWindow(), snap: this.snapshot(), text: this.text(), boxes: this.textBoxes(), ctx: this.contexts()"
+                "({win: this.readWindow(), snap: this.snapshot(), boxes: this.textBoxes(), ctx: this.contexts()"
                 + also + (", next: (this.attach(), this.startWindow())" if chain else "") + "})",
                 "reading a measuring window",
             )
@@ -368,6 +372,22 @@ class _Measure:
         self.m.last_shot = png
         return png
 
+    async def read_text(self) -> VisibleText:
+        """All the text a person sees now, from the browser's layout (one CDP call, no page script)."""
+        what = "reading the visible text"
+        snap = await self.bp.call(what, lambda: capture_text(self.bp.cdp.send))
+        if not isinstance(snap, dict):
+            await self.bp.garbled(what, snap)
+        spec = self.r.items["6b"]
+        return visible_text(snap, self.r.viewport, spec["min_opacity"], spec["min_text_px"])
+
+    def note_text(self, seen: VisibleText) -> None:
+        m = self.m
+        m.text = _join_text(m.text, seen.text)
+        for k, v in seen.sources.items():
+            m.text_sources[k] = max(m.text_sources.get(k, 0), v)
+        m.text_dropped = max(m.text_dropped, seen.dropped)
+
     def wheel(self, sign: int) -> tuple[asyncio.Future, dict]:
         """Wheel notches at the centre, dispatched; and what the probe must see of them."""
         spec = self.r.items["10"]
@@ -415,11 +435,12 @@ class _Measure:
             mark("after ready")
             # The world and text as they are at ready, first of all: a page that freezes or leaves
             # soon after keeps what it showed.
-            early = await bp.probe("(this.attach(), {clock: this.frames(), world: this.world(), text: this.text()})",
-                                   "counting the world at ready")
+            early, text = await _both(bp.probe("(this.attach(), {clock: this.frames(), world: this.world()})",
+                                               "counting the world at ready"), self.read_text())
             if not isinstance(early, dict) or not isinstance(early.get("world"), dict) or not isinstance(early.get("clock"), dict):
                 await bp.garbled("counting the world at ready", early)
-            m.world, m.text = early["world"], early.get("text")
+            m.world = early["world"]
+            self.note_text(text)
             m.load_end_s = bp.events.now()
             # The pointer rests at the centre from here on, as a viewer's would; moving it there
             # now (not just before the controls) saves a frame-bound call and a screenshot later.
@@ -446,7 +467,8 @@ class _Measure:
             self.vis.add_screen(0, self.prev.rgb)
             win, got, t0 = await self.window(1, opened[0], chain=True)
             m.windows.append(win)
-            m.text = _join_text(m.text, got.get("text"))
+            # the text once the page has run a while (a HUD filled in after ready), read while window 2 runs
+            self.note_text(await self.read_text())
             mark("tour window 2")
             # Window 2's closing call also counts the world, compares the snapshots and opens the
             # first control step (a baseline, no input): window 2's picture is taken while it runs.
@@ -600,6 +622,8 @@ async def check_page(
     # Unpack the import-map files while the browser starts (the first time in a process takes ~1 s).
     warm = asyncio.create_task(asyncio.to_thread(_warm, cdn, task))
     chromium = asyncio.create_task(asyncio.to_thread(cached_chromium_version))
+    # the language model loads (about 0.8 s, once per process) while the browser starts and the page runs
+    languages = asyncio.create_task(asyncio.to_thread(language_identifier))
     marker = f"--showcase-check={uuid.uuid4().hex}"  # tags our browser process for the CPU meter
     # Entered before Playwright starts its driver and the browser: both inherit the CPU group.
     with cpu_share.raised(rubric.cpu_weight_factor) as share:
@@ -628,7 +652,10 @@ async def check_page(
                 await bp.close()
             m = measure.m
             m.phases = {"launch": launched_s, **m.phases}
+            # errors the page cancelled before the browser could report them: the probe saw them first
+            bp.events.page_errors.extend(bp.cancelled_errors())
     chromium_v = await chromium
+    await languages
     items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, left=bp.left)
     if screenshot_path is not None and m.last_shot is not None:
         write_bytes_atomic(Path(screenshot_path), m.last_shot)

@@ -185,14 +185,16 @@ class _Scorer:
         text = self.m.text
         if text is None:
             return self.item("6b", 0, {}, self.not_measured)
-        ok, figs = judge_english(text, spec["max_foreign_letter_share"], spec["min_words_for_language"])
+        ok, figs = judge_english(text, spec["max_foreign_letter_share"], spec["min_words_for_language"], spec["min_odds"])
         figs["text_sample"] = text[:300]
+        figs["text_sources"] = dict(self.m.text_sources)
+        figs["text_hidden"] = self.m.text_dropped
         if not text.strip():
             return self.item("6b", spec.points, figs, "no visible text", "no text")
         if ok:
             return self.item("6b", spec.points, figs, "the visible text is English", "English text")
         why = (f"{figs['foreign_letter_share']:.0%} of its letters are not Latin" if figs["foreign_letter_share"] > spec["max_foreign_letter_share"]
-               else "its common words are not English")
+               else f"language '{figs['likeliest_other']}' is {figs['other_to_english']:,.0f} times as likely as English")
         return self.item("6b", 0, figs, f"the visible text is not English: {why} ({text[:60]!r})")
 
     # --- 7, 8: the tour ---
