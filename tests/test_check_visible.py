@@ -9,12 +9,15 @@ styled help box; an unresized 300 x 150 canvas) are blank.
 """
 
 import asyncio
+import base64
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from showcase.check.models import CheckReport
 from showcase.check.runner import check_page
+from showcase.check.visible import PIC_H, PIC_W, Visible
 
 PAGES = Path(__file__).resolve().parent / "pages"
 # forgery -> (its honest twin, the items its class could have raised)
@@ -139,3 +142,49 @@ def test_a_flat_colour_is_blank_whatever_surrounds_it(scored):
         assert blank.figures["screen_share"] >= 0.002 and blank.figures["webgl_seen_share"] == 0, (page, blank.figures)
         assert "no drawn WebGL world is seen" in blank.reason
     assert item(scored["visible_world"], "4").passed and item(scored["visible_small"], "4").passed
+
+
+def test_seen_cells_need_the_screen_to_show_what_webgl_drew():
+    """The cell comparison itself, on made-up pictures (no browser): a canvas shown as drawn is
+    seen; the same canvas under another layer, or off the view, is not; a change counts only
+    where the screen changed with it."""
+    rng = np.random.default_rng(7)
+    world = rng.integers(0, 256, (PIC_H, PIC_W, 4), dtype=np.uint8)
+    world[..., 3] = 255
+    moved = world.copy()
+    moved[:36, :64, :3] = 255 - moved[:36, :64, :3]  # a quarter of the picture changes
+    rect = (100.0, 50.0, 640.0, 360.0)               # on screen at half the view, 5 px a picture pixel
+
+    def screen_of(pic: np.ndarray) -> np.ndarray:
+        screen = np.full((720, 1280, 3), 30, dtype=np.uint8)
+        screen[50:410, 100:740] = np.repeat(np.repeat(pic[..., :3], 5, axis=0), 5, axis=1)
+        return screen
+
+    vis = Visible((1280, 720), 24, 10, 0.5)
+    vis.add_pictures([[0, 0, 1, [_row(0, rect, world)]], [1, 1, 2, [_row(0, rect, moved)]]])
+    vis.add_screen(0, screen_of(world))
+    vis.add_screen(1, screen_of(moved))
+    assert vis.seen_share(0, 0) == 1.0 and vis.seen_share(1, 0) == 1.0
+    assert vis.change_share(0) == pytest.approx(0.25 * 640 * 360 / (1280 * 720), rel=0.05)
+    assert vis.picture_share(0) > 0.2
+    # a still layer over it: nothing of the world is seen, nothing changed on screen
+    covered = Visible((1280, 720), 24, 10, 0.5)
+    covered.records = vis.records
+    covered.add_screen(0, np.full((720, 1280, 3), 30, dtype=np.uint8))
+    covered.add_screen(1, np.full((720, 1280, 3), 30, dtype=np.uint8))
+    assert covered.seen_share(0, 0) == 0 and covered.change_share(0) == 0 and covered.picture_share(0) == 0
+    # the pictures' change on a screen that shows the first picture twice (a copy left on top)
+    stale = Visible((1280, 720), 24, 10, 0.5)
+    stale.records = vis.records
+    stale.add_screen(0, screen_of(world))
+    stale.add_screen(1, screen_of(world))
+    assert stale.change_share(0) == 0
+    # off the view: no cell to see
+    off = Visible((1280, 720), 24, 10, 0.5)
+    off.add_pictures([[0, 0, 1, [_row(0, (-3000.0, 0.0, 640.0, 360.0), world)]]])
+    off.add_screen(0, screen_of(world))
+    assert off.seen_share(0, 0) is None and off.picture_share(0) == 0
+
+
+def _row(cid: int, rect: tuple, rgba: np.ndarray) -> list:
+    return [cid, *rect, "RGBA", base64.b64encode(rgba.tobytes()).decode()]
