@@ -11,17 +11,21 @@ command timeout) is dropped before its check starts, so the run's browser takes 
 for nobody. `ShotFigures` counts what happened (run-info.json's shot_requests).
 """
 
+from __future__ import annotations
+
 import asyncio
 import itertools
 import json
 import tempfile
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from pydantic import BaseModel, Field
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
 
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular, write_new
 from showcase.task import DEFAULT_OUTPUT_FILE
@@ -102,6 +106,11 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
     then created in work/shots/ through a folder handle, so a shots/ link leads nowhere.
     figures: counted here as requests come and go (a fresh ShotFigures when not given).
     """
+    # Imported here: run-info's reader needs ShotFigures, and `showcase report`/`schema` must not
+    # load the web stack for it.
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
     counter = itertools.count(1)
     lock = asyncio.Lock()
     figures = figures if figures is not None else ShotFigures()
