@@ -1,19 +1,21 @@
 """A scripted OpenAI-compatible upstream for the gate's tests and bench: it stands in for the model.
 Below it, the rig the gate's tests share: a real gate (uvicorn, Unix socket and TCP) in front of it.
 
-What it does is chosen per request by the `x-script` header (the gate passes headers through):
+What it does is chosen per request by a `[script:NAME key=value ...]` marker in the request's
+text (`said()`, `scripted()`: the gate forwards the conversation as sent, and no client header):
 ok (default), tool, error400, error500, html502, reset (stream breaks after two events), stall (stream
 goes silent), slow (headers late), and the hostile ones: endless (an event every 0.1 s, for a
-minute), flood (events as fast as it can, for a minute), bigevent (one event of `x-size` bytes,
-64 MiB by default, in 64 KiB chunks), huge (a non-streamed answer of `x-size` bytes), hold (two
+minute), flood (events as fast as it can, for a minute), bigevent (one event of `size` bytes,
+64 MiB by default, in 64 KiB chunks), huge (a non-streamed answer of `size` bytes), hold (two
 events, then silence for a minute); long (a chat stream that sends an event every 0.1 s for
-`x-seconds` seconds, 3 by default, then ends as a model's answer does); codex (Responses: the events Codex CLI reads, with a reasoning
+`seconds` seconds, 3 by default, then ends as a model's answer does); codex (Responses: the events Codex CLI reads, with a reasoning
 item and two parallel tool calls). Every request it receives is kept in `.received` so tests
 check what the gate actually sent upstream; `.sent` counts the bytes of each bigevent stream.
 """
 
 import asyncio
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -28,6 +30,27 @@ from starlette.routing import Route
 
 MODEL = "served-model"
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+
+
+SCRIPT = re.compile(rb"\[script:(\w+)((?: \w+=[\w.]+)*)\]")
+
+
+def scripted(text: str, script: str, **params: object) -> str:
+    """`text` with the marker that makes the upstream play `script` (with its parameters)."""
+    return f"{text} [script:{script}{''.join(f' {k}={v}' for k, v in params.items())}]"
+
+
+def said(script: str, **params: object) -> list[dict]:
+    """A chat conversation whose answer is `script`."""
+    return [{"role": "user", "content": scripted("build a voxel world", script, **params)}]
+
+
+def _script_of(raw: bytes) -> tuple[str, dict[str, str]]:
+    found = SCRIPT.search(raw)
+    if found is None:
+        return "ok", {}
+    params = dict(pair.split("=", 1) for pair in found.group(2).decode().split())
+    return found.group(1).decode(), params
 
 
 class ScriptedUpstream:
@@ -50,7 +73,7 @@ class ScriptedUpstream:
         with self._lock:
             self.received.append({"path": request.url.path, "query": request.url.query, "headers": dict(request.headers),
                                   "body": body, "size": len(raw)})
-        script = request.headers.get("x-script", "ok")
+        script, params = _script_of(raw)
         path = request.url.path
         if script == "error500":
             return JSONResponse({"error": {"message": "model crashed", "type": "server_error", "code": 500}}, 500)
@@ -62,10 +85,10 @@ class ScriptedUpstream:
         if script == "slow":
             await asyncio.sleep(self.stall_s)
         if script == "huge":
-            return Response(b'{"pad": "' + b"x" * int(request.headers.get("x-size", 1 << 20)) + b'"}',
+            return Response(b'{"pad": "' + b"x" * int(params.get("size", 1 << 20)) + b'"}',
                             media_type="application/json")
         if script in ("endless", "flood", "bigevent", "hold", "long"):
-            return StreamingResponse(self._hostile(script, request), media_type="text/event-stream")
+            return StreamingResponse(self._hostile(script, params, request.url.path), media_type="text/event-stream")
         if path == "/v1/models":
             return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "test"}]})
         if path.startswith("/v1/models/") and request.method == "GET":
@@ -191,14 +214,14 @@ class ScriptedUpstream:
         events.append({"type": "response.completed", "response": final})
         return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 
-    async def _hostile(self, script: str, request: Request):
+    async def _hostile(self, script: str, params: dict[str, str], path: str):
         """Streams no real model sends (and one long one that it might); each stops by itself within a minute."""
         chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
                  "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}
         event = b"data: " + json.dumps(chunk).encode() + b"\n\n"
         deadline = time.monotonic() + 60
         if script == "bigevent":
-            size = int(request.headers.get("x-size", 64 << 20))
+            size = int(params.get("size", 64 << 20))
             piece = b"x" * 65536
             index = len(self.sent)
             self.sent.append(0)
@@ -210,7 +233,7 @@ class ScriptedUpstream:
             yield b'"}\n\n' + b"data: [DONE]\n\n"
             return
         if script == "long":
-            end = time.monotonic() + float(request.headers.get("x-seconds", 3))
+            end = time.monotonic() + float(params.get("seconds", 3))
             while time.monotonic() < end:
                 yield event
                 await asyncio.sleep(0.1)
@@ -218,7 +241,7 @@ class ScriptedUpstream:
             yield b"data: " + json.dumps(last).encode() + b"\n\n" + b"data: [DONE]\n\n"
             return
         if script == "hold":
-            if request.url.path == "/v1/responses":
+            if path == "/v1/responses":
                 created = {"type": "response.created", "sequence_number": 0,
                            "response": {**self._response_object("in_progress"), "output": [], "usage": None}}
                 event = b"event: response.created\ndata: " + json.dumps(created).encode() + b"\n\n"

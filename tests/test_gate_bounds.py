@@ -22,7 +22,7 @@ import openai
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gate_upstream import KEY, MODEL, MSG, UpstreamTimeouts, rig, upstream, wait_until  # noqa: E402,F401
+from gate_upstream import KEY, MODEL, MSG, UpstreamTimeouts, rig, said, scripted, upstream, wait_until  # noqa: E402,F401
 
 from showcase.gate.config import GateLimits
 from showcase.gate.log import read_log
@@ -164,8 +164,8 @@ def test_a_64_mib_event_without_its_end_stalls_nothing_else(gate_process, upstre
     got: dict = {}
 
     def big() -> None:
-        with httpx.stream("POST", f"{base}/chat/completions", json={"model": "x", "messages": MSG, "stream": True},
-                          headers={**auth, "x-script": "bigevent"}, timeout=60) as response:
+        with httpx.stream("POST", f"{base}/chat/completions", json={"model": "x", "messages": said("bigevent"), "stream": True},
+                          headers=auth, timeout=60) as response:
             got["body"] = response.read()
         got["ended"] = time.monotonic()
 
@@ -194,8 +194,8 @@ def test_a_64_mib_event_passes_in_linear_time_when_the_cap_allows(rig, upstream)
     got: dict = {}
 
     def big() -> None:
-        with httpx.stream("POST", f"{r.base}/chat/completions", json={"model": "x", "messages": MSG, "stream": True},
-                          headers={"authorization": f"Bearer {KEY}", "x-script": "bigevent"}, timeout=60) as response:
+        with httpx.stream("POST", f"{r.base}/chat/completions", json={"model": "x", "messages": said("bigevent"), "stream": True},
+                          headers={"authorization": f"Bearer {KEY}"}, timeout=60) as response:
             got["body"] = response.read()
         got["ended"] = time.monotonic()
 
@@ -221,11 +221,11 @@ def test_a_64_mib_event_passes_in_linear_time_when_the_cap_allows(rig, upstream)
 def test_an_endless_stream_is_cut_at_the_time_cap(rig):
     r = rig(settings={"limits": GateLimits(answer_s=2)})  # the stall bound (1.5 s) never fires: it sends
     with pytest.raises(openai.APIError, match="2 s cap on one answer"):
-        for _ in r.sdk().chat.completions.create(model="x", messages=MSG, stream=True, extra_headers={"x-script": "endless"}):
+        for _ in r.sdk().chat.completions.create(model="x", messages=said("endless"), stream=True):
             pass
     out = subprocess.run(["curl", "-sN", "--unix-socket", str(r.server.socket_path), "http://gate/v1/responses",
-                          "-H", f"Authorization: Bearer {KEY}", "-H", "x-script: endless", "-H", "Content-Type: application/json",
-                          "-d", json.dumps({"model": "x", "input": "hi", "stream": True})],
+                          "-H", f"Authorization: Bearer {KEY}", "-H", "Content-Type: application/json",
+                          "-d", json.dumps({"model": "x", "input": scripted("hi", "endless"), "stream": True})],
                          capture_output=True, timeout=30)
     events = [e for e in out.stdout.split(b"\n\n") if e]
     assert events[-1].startswith(b"event: error\ndata: ")
@@ -239,10 +239,10 @@ def test_an_endless_stream_is_cut_at_the_time_cap(rig):
 def test_answers_are_cut_at_the_byte_cap(rig):
     r = rig(settings={"limits": GateLimits(max_answer_bytes=MiB)})
     with pytest.raises(openai.APIError, match=f"{MiB}-byte cap"):
-        for _ in r.sdk().chat.completions.create(model="x", messages=MSG, stream=True, extra_headers={"x-script": "flood"}):
+        for _ in r.sdk().chat.completions.create(model="x", messages=said("flood"), stream=True):
             pass
     with pytest.raises(openai.APIStatusError) as caught:
-        r.sdk().chat.completions.create(model="x", messages=MSG, extra_headers={"x-script": "huge", "x-size": str(2 * MiB)})
+        r.sdk().chat.completions.create(model="x", messages=said("huge", size=2 * MiB))
     assert caught.value.status_code == 502 and caught.value.code == "answer_too_large"
     flood, huge = r.lines(2)
     assert flood.bytes_out < MiB + 4096 and flood.shortened and huge.shortened
@@ -277,15 +277,15 @@ def test_paths_and_methods_beyond_an_agents_needs_never_reach_the_upstream(rig, 
 def test_a_stream_running_at_the_hard_stop_is_cut(rig, upstream):
     r = rig(settings={"upstream_timeout_s": UpstreamTimeouts(stall_s=30, first_byte_s=30)})
     sdk = r.sdk()
-    flowing = sdk.chat.completions.create(model="x", messages=MSG, stream=True, extra_headers={"x-script": "endless"})
-    waiting = sdk.responses.create(model="x", input="hi", stream=True, extra_headers={"x-script": "hold"})
+    flowing = sdk.chat.completions.create(model="x", messages=said("endless"), stream=True)
+    waiting = sdk.responses.create(model="x", input=scripted("hi", "hold"), stream=True)
     next(iter(flowing))
     next(iter(waiting))
     pending: dict = {}
 
     def slow() -> None:  # a non-streamed answer whose headers are still awaited
         try:
-            sdk.chat.completions.create(model="x", messages=MSG, extra_headers={"x-script": "slow"})
+            sdk.chat.completions.create(model="x", messages=said("slow"))
         except openai.APIStatusError as exc:
             pending["error"] = exc
 
@@ -308,7 +308,7 @@ def test_a_stream_running_at_the_hard_stop_is_cut(rig, upstream):
 
 def test_the_hard_stop_by_the_clock_cuts_a_flowing_stream(rig):
     r = rig()
-    stream = r.sdk().chat.completions.create(model="x", messages=MSG, stream=True, extra_headers={"x-script": "endless"})
+    stream = r.sdk().chat.completions.create(model="x", messages=said("endless"), stream=True)
     next(iter(stream))
     r.clock.now += 7200  # the run's hard_stop_after_s
     with pytest.raises(openai.APIError, match="hard stop"):
@@ -355,13 +355,13 @@ async def test_the_backend_connects_to_a_unix_socket_upstream(upstream, tmp_path
 def test_a_client_that_stops_reading_is_cut_at_the_hard_stop(rig, upstream):
     """Its stream fills the socket buffers and the gate's send waits: the hard stop still ends it."""
     r = rig(settings={"upstream_timeout_s": UpstreamTimeouts(stall_s=30, first_byte_s=30)})
-    body = json.dumps({"model": "x", "messages": MSG, "stream": True}).encode()
+    body = json.dumps({"model": "x", "messages": said("flood"), "stream": True}).encode()
     sock = socket.create_connection(("127.0.0.1", r.server.tcp_port), timeout=30)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gate\r\nAuthorization: Bearer " + KEY.encode() +
-                     b"\r\nx-script: flood\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-        assert wait_until(lambda: upstream.received and upstream.last()["headers"].get("x-script") == "flood")
+                     b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        assert wait_until(lambda: upstream.received and b"[script:flood]" in json.dumps(upstream.last()["body"]).encode())
         assert wait_until(lambda: _queued_still(sock), 20)  # every buffer on the way is full: the gate waits to send
         assert not (r.log_dir / "gate.log").read_text()  # the answer is still under way
         r.gate.hard_stop()
@@ -426,13 +426,11 @@ def test_a_long_answer_is_bounded_by_the_run_not_by_a_fixed_clock(rig):
     r = rig()
     assert r.gate.config.limits.answer_s is None
     started = time.monotonic()
-    chunks = list(r.sdk().chat.completions.create(model="x", messages=MSG, stream=True,
-                                                   extra_headers={"x-script": "long", "x-seconds": "3"}))
+    chunks = list(r.sdk().chat.completions.create(model="x", messages=said("long", seconds=3), stream=True))
     assert time.monotonic() - started >= 3 and chunks[-1].choices[0].finish_reason == "stop"
     [line] = r.lines(1)
     assert not line.shortened and line.error is None and line.finish_reason == "stop"
     fixed = rig(settings={"limits": GateLimits(answer_s=1)})
     with pytest.raises(openai.APIError, match="1 s cap on one answer"):
-        for _ in fixed.sdk().chat.completions.create(model="x", messages=MSG, stream=True,
-                                                     extra_headers={"x-script": "long", "x-seconds": "3"}):
+        for _ in fixed.sdk().chat.completions.create(model="x", messages=said("long", seconds=3), stream=True):
             pass

@@ -194,15 +194,16 @@ def test_only_provider_tools_leaves_no_tools_at_all(rig, upstream):
         gone("tool_choice", "required", "no tool is left")])
 
 
-def test_models_requests_carry_no_body(rig, upstream):
+def test_models_requests_carry_no_body_and_no_query(rig, upstream):
     r = rig()
     answer = httpx.request("GET", f"{r.base}/models?limit=5", content=b'{"delete": "everything"}',
                            headers={"authorization": f"Bearer {KEY}"}, timeout=20)
     assert answer.json()["data"][0]["id"] == MODEL
-    assert (upstream.last()["size"], upstream.last()["query"]) == (0, "limit=5")
+    assert (upstream.last()["size"], upstream.last()["query"]) == (0, "")
     [line] = r.lines(1)
     assert [(f.field, f.value, f.value_bytes, f.why) for f in line.fields.removed] == [
-        ("body", None, 24, "a models request has no body")]
+        ("body", None, 24, "a models request has no body"),
+        ("query string", "limit=5", None, "the gate forwards no query string")]
 
 
 def test_what_a_line_says_of_fields_is_bounded(rig, upstream):

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gate_upstream import FINISH, KEY, MODEL, MSG, Rig, ScriptedUpstream, rig, upstream  # noqa: E402,F401
+from gate_upstream import FINISH, KEY, MODEL, MSG, Rig, ScriptedUpstream, rig, said, scripted, upstream  # noqa: E402,F401
 
 from showcase.gate.app import create_gate
 from showcase.gate.config import GateConfig, UpstreamTimeouts
@@ -75,10 +75,10 @@ def test_chat_stream_usage_exact_and_hidden_from_client(rig, upstream):
 def test_tool_calls_and_reasoning_pass_through(rig):
     r = rig()
     tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
-    answer = r.sdk().chat.completions.create(model="x", messages=MSG, tools=tools, extra_headers={"x-script": "tool"})
+    answer = r.sdk().chat.completions.create(model="x", messages=said("tool"), tools=tools)
     call = answer.choices[0].message.tool_calls[0]
     assert call.function.name == "bash" and json.loads(call.function.arguments) == {"command": "ls -la"}
-    stream = r.sdk().chat.completions.create(model="x", messages=MSG, tools=tools, stream=True, extra_headers={"x-script": "tool"})
+    stream = r.sdk().chat.completions.create(model="x", messages=said("tool"), tools=tools, stream=True)
     chunks = list(stream)
     args = "".join(tc.function.arguments or "" for c in chunks for tc in (c.choices[0].delta.tool_calls or []))
     assert json.loads(args) == {"command": "ls"}
@@ -152,11 +152,11 @@ def test_completions_models_and_other_paths(rig, upstream):
     assert lines[1].answer_tokens == 7 and lines[1].finish_reason == "length"
 
 
-def test_upstream_base_without_v1_and_query_strings(rig, upstream):
+def test_upstream_base_without_v1(rig, upstream):
     r = rig(settings={"upstream": upstream.url.removesuffix("/v1")})
-    response = httpx.get(f"{r.base}/models?limit=5", headers={"authorization": f"Bearer {KEY}"})
+    response = httpx.get(f"{r.base}/models", headers={"authorization": f"Bearer {KEY}"})
     assert response.json()["data"][0]["id"] == MODEL
-    assert (upstream.last()["path"], upstream.last()["query"]) == ("/v1/models", "limit=5")
+    assert (upstream.last()["path"], upstream.last()["query"]) == ("/v1/models", "")
 
 
 def test_api_v1_models_answered_from_upstream_other_api_paths_refused(rig, upstream):
@@ -214,12 +214,12 @@ def test_upstream_errors_answered_in_api_format(rig):
     """5xx, a non-JSON 502 from a proxy, and a 4xx: each reaches the client as an API error."""
     r = rig()
     with pytest.raises(openai.InternalServerError, match="model crashed"):
-        r.sdk().chat.completions.create(model="x", messages=MSG, extra_headers={"x-script": "error500"})
+        r.sdk().chat.completions.create(model="x", messages=said("error500"))
     with pytest.raises(openai.APIStatusError) as caught:
-        r.sdk().chat.completions.create(model="x", messages=MSG, extra_headers={"x-script": "html502"})
+        r.sdk().chat.completions.create(model="x", messages=said("html502"))
     assert caught.value.status_code == 502 and "Bad Gateway" in caught.value.body["message"]
     with pytest.raises(openai.BadRequestError) as caught:
-        r.sdk().chat.completions.create(model="x", messages=MSG, extra_headers={"x-script": "error400"})
+        r.sdk().chat.completions.create(model="x", messages=said("error400"))
     assert caught.value.code == "context_length_exceeded"  # the upstream's own error, untouched
     lines = r.lines(3)
     assert [l.status for l in lines] == [500, 502, 400] and all(l.error for l in lines)
@@ -230,12 +230,12 @@ def test_reset_and_stall_mid_stream_told_to_client_and_gate_lives_on(rig):
     r = rig()
     sdk = r.sdk()
     with pytest.raises(openai.APIError, match="reset mid-stream"):
-        for _ in sdk.chat.completions.create(model="x", messages=MSG, stream=True, extra_headers={"x-script": "reset"}):
+        for _ in sdk.chat.completions.create(model="x", messages=said("reset"), stream=True):
             pass
     with pytest.raises(openai.APIError, match="stalled"):
-        for _ in sdk.chat.completions.create(model="x", messages=MSG, stream=True, extra_headers={"x-script": "stall"}):
+        for _ in sdk.chat.completions.create(model="x", messages=said("stall"), stream=True):
             pass
-    events = list(sdk.responses.create(model="x", input="hi", stream=True, extra_headers={"x-script": "reset"}))
+    events = list(sdk.responses.create(model="x", input=scripted("hi", "reset"), stream=True))
     assert events[-1].type == "error" and "reset" in events[-1].message
     assert sdk.chat.completions.create(model="x", messages=MSG).choices[0].message.content == "hello"
     lines = r.lines(4)
@@ -246,7 +246,7 @@ def test_reset_and_stall_mid_stream_told_to_client_and_gate_lives_on(rig):
 def test_upstream_slow_headers_and_refused(rig, upstream):
     r = rig()
     with pytest.raises(openai.APIStatusError) as caught:
-        r.sdk().chat.completions.create(model="x", messages=MSG, extra_headers={"x-script": "slow"})
+        r.sdk().chat.completions.create(model="x", messages=said("slow"))
     assert caught.value.status_code == 504
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -294,8 +294,8 @@ def test_extra_route_needs_key_and_is_logged_as_tool(tmp_path, rig):
 
 def test_client_gone_mid_stream_still_recorded(rig):
     r = rig()
-    with httpx.stream("POST", f"{r.base}/chat/completions", json={"model": "x", "messages": MSG, "stream": True},
-                      headers={"authorization": f"Bearer {KEY}", "x-script": "stall"}, timeout=10) as response:
+    with httpx.stream("POST", f"{r.base}/chat/completions", json={"model": "x", "messages": said("stall"), "stream": True},
+                      headers={"authorization": f"Bearer {KEY}"}, timeout=10) as response:
         next(response.iter_bytes())  # take the first event, then hang up during the stall
     [line] = r.lines(1)
     assert line.stream and line.client_gone and line.error is None
@@ -308,8 +308,8 @@ def test_a_client_gone_before_its_answer_ends_the_wait(rig, upstream):
     waiting then (the upstream's work is dropped with its connection) and counts it as never completed."""
     r = rig()
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{r.base}/chat/completions", json={"model": "x", "messages": MSG}, timeout=0.5,
-                   headers={"authorization": f"Bearer {KEY}", "x-script": "slow"})
+        httpx.post(f"{r.base}/chat/completions", json={"model": "x", "messages": said("slow")}, timeout=0.5,
+                   headers={"authorization": f"Bearer {KEY}"})
     [line] = r.lines(1)
     assert line.client_gone and line.not_completed and line.error is None and not line.shortened
     assert line.latency_ms < 3000  # not the upstream's 4 s
@@ -387,8 +387,7 @@ async def test_concurrent_mixed_requests_each_get_one_line(rig):
     async def one(n: int):
         script = ("ok", "tool", "error500", "reset")[n % 4]
         try:
-            stream = await client.chat.completions.create(model="x", messages=MSG, stream=True,
-                                                          extra_headers={"x-script": script})
+            stream = await client.chat.completions.create(model="x", messages=said(script), stream=True)
             async for _ in stream:
                 pass
             return "ok"

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gate_upstream import FINISH, KEY, MODEL, UpstreamTimeouts, rig, upstream  # noqa: E402,F401
+from gate_upstream import FINISH, KEY, MODEL, UpstreamTimeouts, rig, scripted, upstream  # noqa: E402,F401
 
 from showcase.gate.log import read_log
 
@@ -33,10 +33,10 @@ CONTEXT = {"type": "message", "role": "user",
 TASK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "build a voxel world"}]}
 
 
-def codex_request(*more_input: dict, stream: bool = True) -> dict:
-    """A turn as Codex CLI sends it (its fields, its item shapes)."""
+def codex_request(*more_input: dict, stream: bool = True, script: str = "codex") -> dict:
+    """A turn as Codex CLI sends it (its fields, its item shapes); the upstream answers with `script`."""
     return {
-        "model": "gpt-5-codex", "instructions": "You are a coding agent running in a terminal.",
+        "model": "gpt-5-codex", "instructions": scripted("You are a coding agent running in a terminal.", script),
         "input": [DEVELOPER, CONTEXT, TASK, *more_input], "tools": [SHELL], "tool_choice": "auto",
         "parallel_tool_calls": True, "reasoning": {"effort": "medium", "summary": "auto"}, "store": False,
         "stream": stream, "include": ["reasoning.encrypted_content"], "prompt_cache_key": "0199a2b4-run",
@@ -44,14 +44,14 @@ def codex_request(*more_input: dict, stream: bool = True) -> dict:
     }
 
 
-def post(base: str, body: dict, script: str = "codex", key: str = KEY) -> httpx.Response:
-    return httpx.post(f"{base}/responses", json=body, headers={"authorization": f"Bearer {key}", "x-script": script},
+def post(base: str, body: dict, key: str = KEY) -> httpx.Response:
+    return httpx.post(f"{base}/responses", json=body, headers={"authorization": f"Bearer {key}"},
                       timeout=20)
 
 
 def test_codex_turn_rewritten_and_everything_else_kept(rig, upstream):
     r = rig()
-    stream = r.sdk().responses.create(**codex_request(), extra_headers={"x-script": "codex"})
+    stream = r.sdk().responses.create(**codex_request())
     events = list(stream)
     asked = codex_request()
     # Kept as Codex sent them: what a coding agent needs. Forced: the model, the sampling, the
@@ -84,7 +84,7 @@ def test_codex_turn_rewritten_and_everything_else_kept(rig, upstream):
 
 def test_codex_turn_not_streamed(rig, upstream):
     r = rig()
-    answer = r.sdk().responses.create(**codex_request(stream=False), extra_headers={"x-script": "codex"})
+    answer = r.sdk().responses.create(**codex_request(stream=False))
     assert [item.type for item in answer.output] == ["reasoning", "function_call", "function_call"]
     assert answer.usage.output_tokens_details.reasoning_tokens == 16 and answer.store is False
     assert upstream.last()["body"]["store"] is False
@@ -95,7 +95,7 @@ def test_codex_turn_not_streamed(rig, upstream):
 def test_stream_passes_byte_for_byte_as_the_upstream_sent_it(rig, upstream):
     """curl, TCP to the upstream directly and the Unix socket through the gate: the same bytes."""
     r = rig()
-    common = ["-sN", "-H", "Content-Type: application/json", "-H", "x-script: codex", "-d"]
+    common = ["-sN", "-H", "Content-Type: application/json", "-d"]
     gated = subprocess.run(["curl", *common, json.dumps(codex_request()), "-H", f"Authorization: Bearer {KEY}",
                             "--unix-socket", str(r.server.socket_path), "http://gate/v1/responses"],
                            capture_output=True, timeout=20)
@@ -157,12 +157,12 @@ def test_refusals_on_the_responses_path_never_reach_upstream(rig, upstream):
 def test_upstream_errors_on_the_responses_path(rig):
     r = rig()
     with pytest.raises(openai.InternalServerError, match="model crashed"):
-        r.sdk().responses.create(**codex_request(), extra_headers={"x-script": "error500"})
+        r.sdk().responses.create(**codex_request(script="error500"))
     with pytest.raises(openai.APIStatusError) as caught:
-        r.sdk().responses.create(**codex_request(), extra_headers={"x-script": "html502"})
+        r.sdk().responses.create(**codex_request(script="html502"))
     assert caught.value.status_code == 502 and "Bad Gateway" in caught.value.body["message"]
     with pytest.raises(openai.BadRequestError) as caught:
-        r.sdk().responses.create(**codex_request(), extra_headers={"x-script": "error400"})
+        r.sdk().responses.create(**codex_request(script="error400"))
     assert caught.value.code == "context_length_exceeded"
     assert [l.status for l in r.lines(3)] == [500, 502, 400] and r.stats(3).errors == 3
 
@@ -170,15 +170,15 @@ def test_upstream_errors_on_the_responses_path(rig):
 def test_reset_stall_and_client_gone_mid_stream(rig):
     r = rig()
     sdk = r.sdk()
-    events = list(sdk.responses.create(**codex_request(), extra_headers={"x-script": "reset"}))
+    events = list(sdk.responses.create(**codex_request(script="reset")))
     assert events[-1].type == "error" and events[-1].code == "upstream_reset"
-    events = list(sdk.responses.create(**codex_request(), extra_headers={"x-script": "stall"}))
+    events = list(sdk.responses.create(**codex_request(script="stall")))
     assert events[-1].type == "error" and events[-1].code == "upstream_stall" and "stalled" in events[-1].message
     assert [e.type for e in events[:-1]] == ["response.created", "response.output_text.delta"]  # whole events first
-    with httpx.stream("POST", f"{r.base}/responses", json=codex_request(), timeout=10,
-                      headers={"authorization": f"Bearer {KEY}", "x-script": "hold"}) as response:
+    with httpx.stream("POST", f"{r.base}/responses", json=codex_request(script="hold"), timeout=10,
+                      headers={"authorization": f"Bearer {KEY}"}) as response:
         next(response.iter_bytes())
-    assert sdk.responses.create(**codex_request(), extra_headers={"x-script": "codex"}).__class__  # the gate lives on
+    assert sdk.responses.create(**codex_request()).__class__  # the gate lives on
     lines = r.lines(4)
     assert ["reset" in lines[0].error, "stalled" in lines[1].error] == [True, True]
     assert lines[2].client_gone and lines[2].error is None and lines[3].error is None
@@ -190,7 +190,7 @@ def test_large_codex_history_through_the_unix_socket(rig, upstream, tmp_path):
     path = tmp_path / "turn.json"
     path.write_text(json.dumps(codex_request(*history)))
     out = subprocess.run(["curl", "-sN", "--unix-socket", str(r.server.socket_path), "-H", f"Authorization: Bearer {KEY}",
-                          "-H", "Content-Type: application/json", "-H", "x-script: codex", "--data-binary", f"@{path}",
+                          "-H", "Content-Type: application/json", "--data-binary", f"@{path}",
                           "http://gate/v1/responses"], capture_output=True, timeout=60)
     assert out.stdout.rstrip().endswith(b"}") and b"event: response.completed" in out.stdout
     assert upstream.last()["body"]["input"][3:] == history
@@ -205,7 +205,7 @@ async def test_concurrent_codex_turns_each_get_one_line(rig):
     async def one(n: int) -> str:
         script = ("codex", "codex", "error500", "reset")[n % 4]
         try:
-            events = [e async for e in await client.responses.create(**codex_request(), extra_headers={"x-script": script})]
+            events = [e async for e in await client.responses.create(**codex_request(script=script))]
         except openai.APIError:
             return "refused"
         return "ok" if events[-1].type == "response.completed" else "error event"

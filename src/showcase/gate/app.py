@@ -31,17 +31,18 @@ from showcase.gate.log import (
 )
 from showcase.gate.rewrite import (
     ABSENT, GENERATION_APIS, MODELS, OTHER, SERVED_METHODS, WHY_MODELS_BODY, Rewrite, classify, rewrite_request,
+    upstream_path,
 )
 from showcase.gate.transport import AsyncioBackend, connection_refused
 from showcase.gate.stream import (
     AnswerFacts, EventTooLarge, StreamTap, error_object, read_answer, stream_end, stream_error_event,
 )
 
-# Never forwarded upstream: hop-by-hop headers, the client's key, and what we set ourselves.
-_DROP_UPSTREAM = frozenset(
-    b"host authorization x-api-key content-length connection keep-alive transfer-encoding te trailer "
-    b"upgrade proxy-authorization proxy-connection accept-encoding expect".split()
-)
+# The only client headers forwarded upstream: what the body is and what answer is read. Every
+# other one stays at the gate: OpenAI-Organization/-Project would choose whom of the operator's
+# account is billed, OpenAI-Beta turns on beta behaviour, and the rest are not the gate's to pass.
+# Host, length, encoding and the upstream's key are the gate's own.
+_FORWARD_HEADERS = frozenset({b"content-type", b"accept"})
 _DROP_DOWNSTREAM = frozenset(
     b"content-length content-encoding transfer-encoding connection keep-alive date server".split()
 )
@@ -56,11 +57,17 @@ _TIMER_SLACK_S = 0.05  # a bound that fired this close to a deadline was that de
 READ_ONLY_ALIASES = {"/api/v1/models": "/v1/models"}
 
 
+WHY_QUERY = "the gate forwards no query string"
+
+
 def _json_bytes(obj: Any) -> bytes:
+    """orjson; the stdlib for what orjson will not write (an integer past 64 bits, a lone surrogate
+    read from a \\udcXX escape: escaped again, as the client sent it). RecursionError past the
+    stdlib's depth: the caller refuses the body."""
     try:
         return orjson.dumps(obj)
-    except TypeError:  # an integer past 64 bits: the stdlib writes it
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    except TypeError:
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode()
 
 
 def _parse_json(body: bytes) -> Any:
@@ -69,6 +76,17 @@ def _parse_json(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return json.loads(body)
+
+
+MAX_LOGGED_PATH_CHARS = 2000  # the path is the agent's: gate.log keeps its start and its length
+
+
+def _bounded_path(path: str) -> str:
+    return path if len(path) <= MAX_LOGGED_PATH_CHARS else f"{path[:MAX_LOGGED_PATH_CHARS]}... ({len(path):,} characters)"
+
+
+def _seconds(bound: float | None) -> str:
+    return f"{bound:g} s" if bound is not None else "the hard stop"
 
 
 class _Live:
@@ -212,7 +230,7 @@ class Gate:
     def _new_line(self, request: Request, kind: str) -> GateLogLine:
         return GateLogLine(
             time=utc_now(), t_s=self.elapsed(), id=self._next_id(), kind=kind, method=request.scope["method"],
-            path=request.scope["path"], status=0, latency_ms=0.0,
+            path=_bounded_path(request.scope["path"]), status=0, latency_ms=0.0,
         )
 
     def _key_ok(self, request: Request) -> bool:
@@ -240,12 +258,10 @@ class Gate:
             )
         return self._pool
 
-    def _upstream_url(self, path: str, query: str) -> httpcore.URL:
-        """The client's /v1/... path under the upstream's base (whose own /v1 is not doubled)."""
+    def _upstream_url(self, path: str) -> httpcore.URL:
+        """A served /v1/... path under the upstream's base (whose own /v1 is not doubled); no query."""
         prefix = self._upstream_prefix
         target = prefix + path[3:] if prefix.endswith("/v1") else prefix + path
-        if query:
-            target = f"{target}?{query}"
         return httpcore.URL(scheme=self._upstream_scheme, host=self._upstream_hostname,
                             port=self._upstream_port, target=target.encode())
 
@@ -254,7 +270,6 @@ class Gate:
         line = self._new_line(request, "api")
         self.last_request_id = line.id
         self.stats.last_request_id = line.id
-        body = b""
         try:
             # Everything that can refuse a request is decided from its head alone: a body is
             # read only once the request is known to be one the gate will forward.
@@ -264,10 +279,12 @@ class Gate:
             if self._is_stopped():
                 return self._refuse(line, arrived, request, 403, "run_over", "hard stop",
                                     "the run's hard stop has passed; the gate refuses every request")
-            target = READ_ONLY_ALIASES.get(line.path, line.path) if line.method == "GET" else line.path
-            request.scope["gate.upstream_path"] = target
+            path = request.scope["path"]
+            target = READ_ONLY_ALIASES.get(path, path) if line.method == "GET" else path
             api = classify(target)
             line.api = api
+            if api not in (None, OTHER):
+                request.scope["gate.upstream_path"] = upstream_path(api, target)
             if api is None:
                 return self._refuse(line, arrived, request, 404, "not_found", "path outside the API",
                                     f"{line.path} is outside the API; the gate serves /v1/ only")
@@ -298,7 +315,7 @@ class Gate:
             return self._answer_error(line, arrived, b"", 400, "client_gone", "the client left while sending its body")
         except Exception as exc:  # a gate bug must cost one answer, never the gate or the record
             line.error = f"gate fault: {exc.__class__.__name__}: {exc}"
-            return self._answer_error(line, arrived, body, 500, "gate_error", line.error)
+            return self._answer_error(line, arrived, request.scope.get("gate.body", b""), 500, "gate_error", line.error)
 
     async def _read_and_forward(self, request: Request, line: GateLogLine, arrived: float, api: str, live: _Live,
                                 loop: asyncio.AbstractEventLoop) -> Response:
@@ -314,6 +331,7 @@ class Gate:
             return self._refuse(line, arrived, request, 413, "request_too_large", f"body over {cap} bytes",
                                 f"the request body is larger than the gate's {cap}-byte cap")
         body = read
+        request.scope["gate.body"] = body  # kept with the record if the gate itself fails on it
         rewrite = None
         send = body
         if api in GENERATION_APIS:
@@ -321,15 +339,23 @@ class Gate:
                 parsed = _parse_json(body) if body else None
             except (ValueError, UnicodeDecodeError):
                 parsed = None
+            except RecursionError:
+                return self._refuse_too_deep(line, arrived, body)
             if not isinstance(parsed, dict):
                 return self._refuse(line, arrived, body, 400, "invalid_body",
                                     "empty body" if not body else "body not a JSON object",
                                     "the request body must be one JSON object")
-            rewrite = self._rewrite(api, parsed, line)
-            send = _json_bytes(rewrite.body)
+            try:
+                rewrite = self._rewrite(api, parsed, line)
+                send = _json_bytes(rewrite.body)
+            except RecursionError:
+                return self._refuse_too_deep(line, arrived, body)
         elif api == MODELS and body:
             line.fields = RequestFields(removed=[RemovedField(field="body", why=WHY_MODELS_BODY, value_bytes=len(body))])
             send = b""
+        query = request.scope["query_string"]
+        if query:
+            line.fields.add_removed("query string", WHY_QUERY, query.decode("latin-1"))
         # While the upstream is awaited, a client that leaves ends the wait: no answer is worked
         # out (and paid for) for nobody. Once a stream flows, its response notices by itself.
         watcher = asyncio.ensure_future(self._watch_client(request.receive, live, loop))
@@ -469,7 +495,7 @@ class Gate:
     ) -> Response:
         t = self.config.upstream_timeout_s
         limits = self.config.limits
-        headers = [(k, v) for k, v in request.headers.raw if k not in _DROP_UPSTREAM]
+        headers = [(k, v) for k, v in request.headers.raw if k in _FORWARD_HEADERS]
         headers.append((b"host", self._upstream_host))
         headers.append((b"accept-encoding", b"identity"))
         if send or request.method == "POST":
@@ -477,8 +503,9 @@ class Gate:
         if self.config.api_key_upstream:
             headers.append((b"authorization", f"Bearer {self.config.api_key_upstream}".encode()))
         upstream_request = httpcore.Request(
-            request.method, self._upstream_url(request.scope.get("gate.upstream_path", line.path), request.scope["query_string"].decode("latin-1")), headers=headers, content=send,
-            extensions={"timeout": {"connect": t.connect_s, "read": max(t.first_byte_s, t.stall_s) + 1,
+            request.method, self._upstream_url(request.scope["gate.upstream_path"]), headers=headers, content=send,
+            extensions={"timeout": {"connect": t.connect_s,
+                                    "read": None if t.first_byte_s is None else max(t.first_byte_s, t.stall_s) + 1,
                                     "write": t.write_s, "pool": t.connect_s}},
         )
         bodies = (body, send if rewrite is not None and send != body else None)
@@ -500,7 +527,7 @@ class Gate:
             if cut is not None:
                 return self._cut_answer(line, arrived, bodies, cut)
             return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
-                                        f"upstream sent no answer within {t.first_byte_s:g} s")
+                                        f"upstream sent no answer within {_seconds(t.first_byte_s)}")
         except _TRANSPORT_ERRORS as exc:
             return self._upstream_fault(line, arrived, bodies, 502, "upstream_closed",
                                         f"upstream closed the connection before answering: {exc.__class__.__name__} {exc}")
@@ -548,7 +575,7 @@ class Gate:
             cut = self._cut_due(live, loop, _TIMER_SLACK_S)
             if cut is None:
                 return self._upstream_fault(line, arrived, bodies, 504, "upstream_timeout",
-                                            f"upstream body did not arrive within {t.first_byte_s:g} s")
+                                            f"upstream body did not arrive within {_seconds(t.first_byte_s)}")
         except _TRANSPORT_ERRORS as exc:
             return self._upstream_fault(line, arrived, bodies, 502, "upstream_reset",
                                         f"upstream connection reset while sending the body: {exc.__class__.__name__}")
@@ -677,6 +704,10 @@ class Gate:
                 response.headers["connection"] = "close"
             return response
         return self._answer_error(line, arrived, body, status, code, message)
+
+    def _refuse_too_deep(self, line: GateLogLine, arrived: float, body: bytes) -> Response:
+        return self._refuse(line, arrived, body, 400, "invalid_body", "body nested too deeply",
+                            "the request body is nested deeper than the gate reads")
 
     def _upstream_fault(self, line: GateLogLine, arrived: float, bodies: tuple[bytes, bytes | None],
                         status: int, code: str, message: str) -> Response:

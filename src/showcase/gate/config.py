@@ -19,10 +19,11 @@ class UpstreamTimeouts(BaseModel):
     """Bounds on every wait for the upstream; a fault past one is answered, never waited out."""
 
     connect_s: float = Field(10.0, gt=0, description="TCP/Unix connect to the upstream")
-    first_byte_s: float = Field(
+    first_byte_s: float | None = Field(
         1800.0, gt=0,
         description="from sending the request to the response headers; for a non-streamed request "
-        "that is the whole answer, so this bound is long",
+        "that is the whole answer, so this bound is long. None: only the hard stop (a run's gate: "
+        "an answer's bound is the run's)",
     )
     stall_s: float = Field(300.0, gt=0, description="longest silence between two chunks once a body flows")
     write_s: float = Field(60.0, gt=0, description="sending the request body upstream")

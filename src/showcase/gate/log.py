@@ -32,19 +32,28 @@ def utc_now() -> str:
 # Bounds on what one request's line says of its fields: an agent controls their number and size.
 MAX_FIELD_ENTRIES = 100
 MAX_LOGGED_VALUE_BYTES = 1000
-
-
-def _json_size(value: Any) -> int:
-    try:
-        return len(orjson.dumps(value))
-    except TypeError:  # an integer past 64 bits: the stdlib writes it
-        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+MAX_LOGGED_NAME_CHARS = 200  # a field's name is the agent's too: 100 names of 100 KB would make a 10 MB line
 
 
 def _bounded(value: Any) -> tuple[Any, int | None]:
-    """(the value, None), or (None, its size in bytes) when it is too long to log."""
-    size = _json_size(value)
+    """(the value, None), or (None, its size in bytes) when it is too long to log.
+
+    A value orjson will not write (an integer past 64 bits, a lone surrogate, deeper than 255)
+    is logged by its size alone (the stdlib's, escaped), or none when even that is too deep."""
+    try:
+        size = len(orjson.dumps(value))
+    except TypeError:
+        try:
+            return None, len(json.dumps(value, ensure_ascii=True, separators=(",", ":")))
+        except RecursionError:
+            return None, None
     return (None, size) if size > MAX_LOGGED_VALUE_BYTES else (value, None)
+
+
+def _bounded_name(name: str) -> str:
+    if len(name) <= MAX_LOGGED_NAME_CHARS:
+        return name
+    return f"{name[:MAX_LOGGED_NAME_CHARS]}... ({len(name):,} characters)"
 
 
 class ChangedField(BaseModel):
@@ -83,15 +92,22 @@ class RequestFields(BaseModel):
         for name, why, present, requested, enforced in changed[:room]:
             requested, requested_bytes = _bounded(requested)
             enforced, enforced_bytes = _bounded(enforced)
-            out.changed.append(ChangedField(field=name, why=why, present=present, requested=requested,
+            out.changed.append(ChangedField(field=_bounded_name(name), why=why, present=present, requested=requested,
                                             requested_bytes=requested_bytes, enforced=enforced,
                                             enforced_bytes=enforced_bytes))
         room -= len(out.changed)
         for name, why, value in removed[:room]:
-            value, value_bytes = _bounded(value)
-            out.removed.append(RemovedField(field=name, why=why, value=value, value_bytes=value_bytes))
+            out.add_removed(name, why, value)
         out.not_listed = len(changed) + len(removed) - len(out.changed) - len(out.removed)
         return out
+
+    def add_removed(self, name: str, why: str, value: Any) -> None:
+        """One more removed field, within the bounds (past them it is only counted)."""
+        if len(self.changed) + len(self.removed) >= MAX_FIELD_ENTRIES:
+            self.not_listed += 1
+            return
+        value, value_bytes = _bounded(value)
+        self.removed.append(RemovedField(field=_bounded_name(name), why=why, value=value, value_bytes=value_bytes))
 
     def change(self, name: str) -> ChangedField | None:
         """The change of one field, if the gate changed it."""

@@ -5,6 +5,7 @@ Nothing here does I/O or mutates its input; every function is unit tested on pla
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 CHAT = "chat"
 COMPLETIONS = "completions"
@@ -39,6 +40,7 @@ WHY_REASONING = "reasoning is the sampling file's, and it sets none"
 WHY_LOGPROBS = "log probabilities only when the sampling file asks for them"
 WHY_PROVIDER_TOOL = "a provider-side tool: the provider would run it, beyond the gate"
 WHY_TOOL_TYPE = "not a tool type the agent runs itself"
+WHY_HOSTED_SHELL = "a shell the provider runs (an environment that is not local)"
 WHY_NO_TOOL_LEFT = "no tool is left"
 WHY_INCLUDE = "asks the provider for more than the answer"
 WHY_BACKGROUND = "would run the answer at the provider, beyond the gate's bounds"
@@ -51,12 +53,6 @@ WHY_NOT_A_LIST = "not a JSON array"
 WHY_UNKNOWN = "unknown field"
 WHY_MODELS_BODY = "a models request has no body"
 
-# Tool types whose calls the agent itself runs (function tools, and OpenAI's own schemas for a
-# client-run shell and patch tool); the rest are run by the provider, or not known.
-AGENT_TOOL_TYPES = {
-    CHAT: frozenset({"function", "custom"}),
-    RESPONSES: frozenset({"function", "custom", "local_shell", "shell", "apply_patch"}),
-}
 PROVIDER_TOOL_PREFIXES = ("web_search", "file_search", "code_interpreter", "computer", "image_generation", "mcp")
 # What `include` may ask of a Responses answer: the reasoning a stateless (store: false) client
 # sends back; log probabilities only when the sampling file asks for them (top_logprobs).
@@ -66,17 +62,23 @@ INCLUDE_WITH_LOGPROBS = frozenset({"message.output_text.logprobs"})
 
 @dataclass(frozen=True)
 class Rule:
-    """What the gate does with one request field."""
+    """What the gate does with one request field (or one subfield, or a list's entries)."""
 
-    kind: str  # forward | remove | force | object | tools | tool_choice | include
+    kind: str  # forward | remove | force | object | list | tools | tool_choice | include
     why: str = ""
     value: Any = None  # force: the value sent
     always: bool = False  # force: also when the client did not send the field
     sub: "dict[str, Rule] | None" = None  # object: its subfields (others are removed)
     only_with_sampling: bool = False  # object: forwarded only when the sampling file sets it too
+    string_ok: bool = False  # object: a string is forwarded too (e.g. function_call: "auto")
+    item: "Rule | None" = None  # list: what each entry is
 
 
 FORWARD = Rule("forward")
+
+
+def _obj(string_ok: bool = False, **sub: Rule) -> Rule:
+    return Rule("object", sub=sub, string_ok=string_ok)
 
 
 def _remove(why: str, *names: str) -> dict[str, Rule]:
@@ -85,12 +87,38 @@ def _remove(why: str, *names: str) -> dict[str, Rule]:
 
 _SAMPLING_NAMES = ("temperature", "top_p", "top_k", "min_p", "typical_p", "seed", "presence_penalty",
                    "frequency_penalty", "repetition_penalty", "logit_bias")
+# What one function/custom tool is (the agent runs it): its name, what it is for and its arguments
+# schema (a JSON schema or a grammar, forwarded as written). Anything else in an entry is removed.
+_FUNCTION = {"name": FORWARD, "description": FORWARD, "parameters": FORWARD, "strict": FORWARD}
+_CUSTOM = {"name": FORWARD, "description": FORWARD, "format": FORWARD}
+_TYPE = {"type": FORWARD}
+TOOL_SHAPES: dict[str, dict[str, Rule]] = {
+    CHAT: {"function": _obj(**_TYPE, function=_obj(**_FUNCTION)), "custom": _obj(**_TYPE, custom=_obj(**_CUSTOM))},
+    RESPONSES: {"function": _obj(**_TYPE, **_FUNCTION), "custom": _obj(**_TYPE, **_CUSTOM),
+                "local_shell": _obj(**_TYPE), "apply_patch": _obj(**_TYPE),
+                "shell": _obj(**_TYPE, environment=_obj(**_TYPE))},
+}
+# How a tool_choice names one tool the agent runs (chat nests the name, Responses does not).
+CHOICE_SHAPES: dict[str, dict[str, Rule]] = {
+    CHAT: {"function": _obj(**_TYPE, function=_obj(name=FORWARD)), "custom": _obj(**_TYPE, custom=_obj(name=FORWARD))},
+    RESPONSES: {"function": _obj(**_TYPE, name=FORWARD), "custom": _obj(**_TYPE, name=FORWARD),
+                "local_shell": _obj(**_TYPE), "apply_patch": _obj(**_TYPE), "shell": _obj(**_TYPE)},
+}
+TOOL_CHOICE_WORDS = frozenset({"auto", "none", "required"})
+# A shell tool whose commands the agent runs has no environment, or a local one; any other
+# environment (container_auto, container_reference) is a shell the provider runs.
+LOCAL_SHELL_ENVIRONMENTS = frozenset({"local"})
+_JSON_SCHEMA = {"name": FORWARD, "description": FORWARD, "schema": FORWARD, "strict": FORWARD}
+
 # Every field each endpoint may carry, and what becomes of it; a field not named is removed
 # ("unknown field"). The sampling file's own fields are always the ones sent (force_fields).
 ALLOWED: dict[str, dict[str, Rule]] = {
     CHAT: {
-        **dict.fromkeys(("model", "messages", "parallel_tool_calls", "functions", "function_call", "stream",
-                         "response_format", "stop", "max_tokens", "max_completion_tokens"), FORWARD),
+        **dict.fromkeys(("model", "messages", "parallel_tool_calls", "stream", "stop", "max_tokens",
+                         "max_completion_tokens"), FORWARD),
+        "functions": Rule("list", item=_obj(**_FUNCTION)),
+        "function_call": _obj(string_ok=True, name=FORWARD),
+        "response_format": _obj(**_TYPE, json_schema=_obj(**_JSON_SCHEMA)),
         "tools": Rule("tools"),
         "tool_choice": Rule("tool_choice"),
         "stream_options": Rule("object", sub={"include_usage": FORWARD}),
@@ -121,7 +149,7 @@ ALLOWED: dict[str, dict[str, Rule]] = {
         "tools": Rule("tools"),
         "tool_choice": Rule("tool_choice"),
         "include": Rule("include"),
-        "text": Rule("object", sub={"format": FORWARD, "verbosity": Rule("remove", WHY_SAMPLING)}),
+        "text": Rule("object", sub={"format": _obj(**_TYPE, **_JSON_SCHEMA), "verbosity": Rule("remove", WHY_SAMPLING)}),
         "reasoning": Rule("object", WHY_REASONING, only_with_sampling=True,
                           sub={"summary": FORWARD, "generate_summary": FORWARD, "effort": Rule("remove", WHY_SAMPLING)}),
         "stream_options": Rule("object", sub={"include_obfuscation": FORWARD}),
@@ -153,6 +181,23 @@ def classify(path: str) -> str | None:
     if rest == "models" or rest.startswith("models/"):
         return MODELS
     return OTHER
+
+
+# The one path each generation API is sent to upstream, whatever form of it the client used
+# (a trailing slash, an encoded slash): the upstream sees only paths the gate serves.
+UPSTREAM_PATHS = {CHAT: "/v1/chat/completions", COMPLETIONS: "/v1/completions", RESPONSES: "/v1/responses"}
+
+
+def upstream_path(api: str, path: str) -> str:
+    """The path sent upstream for a request the gate serves; `path` is the decoded one it classified.
+
+    A model id is sent percent-encoded again (its slashes kept, for ids like org/name), so the
+    upstream decodes exactly the id the gate checked: `x%3Fa%3D1` stays one id, never a query,
+    and a double-encoded `%252e%252e` never becomes a dot segment upstream."""
+    if api in UPSTREAM_PATHS:
+        return UPSTREAM_PATHS[api]
+    model_id = path[len("/v1/models"):].strip("/")
+    return "/v1/models" + (f"/{quote(model_id, safe='/')}" if model_id else "")
 
 
 @dataclass
@@ -259,27 +304,134 @@ def ask_stream_usage(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Ch
 
 
 def _tool_why(api: str, tool: Any) -> str | None:
-    """Why a tool is not forwarded; None when the agent runs it itself."""
+    """Why a tool (or a tool_choice naming one) is not forwarded; None when the agent runs it itself."""
     kind = tool.get("type") if isinstance(tool, dict) else None
-    if isinstance(kind, str) and kind in AGENT_TOOL_TYPES[api]:
+    if kind == "shell" and "environment" in tool:
+        environment = tool["environment"]
+        if not (isinstance(environment, dict) and environment.get("type") in LOCAL_SHELL_ENVIRONMENTS):
+            return WHY_HOSTED_SHELL
+    if isinstance(kind, str) and kind in TOOL_SHAPES[api]:
         return None
     if isinstance(kind, str) and kind.startswith(PROVIDER_TOOL_PREFIXES):
         return WHY_PROVIDER_TOOL
     return WHY_TOOL_TYPE
 
 
+def _shape(path: str, value: Any, rule: Rule) -> tuple[Any, list[Removed]]:
+    """`value` as the rule forwards it (ABSENT: not at all) and what was removed of it, with why.
+
+    Objects keep only the subfields their rule names, at every depth; lists keep the entries
+    their item rule forwards. An object emptied by removals is not sent."""
+    if rule.kind == "forward":
+        return value, []
+    if rule.kind == "remove":
+        return ABSENT, [Removed(path, value, rule.why)]
+    if rule.kind == "list":
+        if not isinstance(value, list):
+            return ABSENT, [Removed(path, value, WHY_NOT_A_LIST)]
+        kept, removed = [], []
+        for i, item in enumerate(value):
+            shaped, gone = _shape(f"{path}[{i}]", item, rule.item or FORWARD)
+            removed += gone
+            if shaped is not ABSENT:
+                kept.append(shaped)
+        return (kept if kept or not value else ABSENT), removed
+    # an object
+    if isinstance(value, str) and rule.string_ok:
+        return value, []
+    if not isinstance(value, dict):
+        return ABSENT, [Removed(path, value, WHY_NOT_AN_OBJECT)]
+    out: dict[str, Any] = {}
+    removed = []
+    for key, item in value.items():
+        sub = (rule.sub or {}).get(key)
+        if sub is None:
+            removed.append(Removed(f"{path}.{key}", item, WHY_UNKNOWN))
+            continue
+        shaped, gone = _shape(f"{path}.{key}", item, sub)
+        removed += gone
+        if shaped is not ABSENT:
+            out[key] = shaped
+    return (out if out or not value else ABSENT), removed
+
+
 def _allow_object(path: str, value: dict[str, Any], sub: dict[str, Rule],
                   file_sets: dict[str, Any]) -> tuple[dict[str, Any], list[Removed]]:
-    """An object field keeps only its known subfields (and those the sampling file sets, which it replaces)."""
+    """An object the sampling file also sets: the file's subfields (which it replaces) and the known others."""
     kept: dict[str, Any] = {}
     removed: list[Removed] = []
     for key, item in value.items():
         rule = sub.get(key)
-        if key in file_sets or (rule is not None and rule.kind == "forward"):
+        if key in file_sets:
             kept[key] = item
+        elif rule is None:
+            removed.append(Removed(f"{path}.{key}", item, WHY_UNKNOWN))
         else:
-            removed.append(Removed(f"{path}.{key}", item, rule.why if rule is not None else WHY_UNKNOWN))
+            shaped, gone = _shape(f"{path}.{key}", item, rule)
+            removed += gone
+            if shaped is not ABSENT:
+                kept[key] = shaped
     return kept, removed
+
+
+def _allow_tools(api: str, value: Any) -> tuple[Any, list[Removed]]:
+    """The tools the agent runs itself, each with only the subfields of its type; the rest removed."""
+    if not isinstance(value, list):
+        return ABSENT, [Removed("tools", value, WHY_NOT_A_LIST)]
+    kept, removed = [], []
+    for i, tool in enumerate(value):
+        why = _tool_why(api, tool)
+        if why is not None:
+            removed.append(Removed("tools", tool, why))
+            continue
+        shaped, gone = _shape(f"tools[{i}]", tool, TOOL_SHAPES[api][tool["type"]])
+        removed += gone
+        kept.append(shaped)
+    return (kept if kept or not value else ABSENT), removed
+
+
+def _allow_tool_choice(api: str, value: Any) -> tuple[Any, list[Removed]]:
+    """A tool_choice of auto/none/required, or naming tools the agent runs: nothing of another tool."""
+    if isinstance(value, str):
+        return (value, []) if value in TOOL_CHOICE_WORDS else (ABSENT, [Removed("tool_choice", value, WHY_TOOL_TYPE)])
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "allowed_tools":
+        # chat nests the list ({"allowed_tools": {"mode", "tools"}}); Responses does not
+        holder = value.get("allowed_tools") if api == CHAT else value
+        if not isinstance(holder, dict) or not isinstance(holder.get("tools"), list):
+            return ABSENT, [Removed("tool_choice", value, WHY_NOT_AN_OBJECT)]
+        names, removed = [], []
+        for i, named in enumerate(holder["tools"]):
+            why = _tool_why(api, named)
+            if why is not None:
+                removed.append(Removed("tool_choice.tools", named, why))
+                continue
+            shaped, gone = _shape(f"tool_choice.tools[{i}]", named, CHOICE_SHAPES[api][named["type"]])
+            removed += gone
+            names.append(shaped)
+        if not names:
+            return ABSENT, [*removed, Removed("tool_choice", value, WHY_NO_TOOL_LEFT)]
+        mode = holder.get("mode")
+        inner = {"mode": mode, "tools": names} if isinstance(mode, str) else {"tools": names}
+        return ({"type": kind, "allowed_tools": inner} if api == CHAT else {"type": kind, **inner}), removed
+    why = _tool_why(api, value)
+    if why is not None:
+        return ABSENT, [Removed("tool_choice", value, why)]
+    return _shape("tool_choice", value, CHOICE_SHAPES[api][kind])
+
+
+def _allow_include(value: Any, sampling: dict[str, Any]) -> tuple[Any, list[Removed]]:
+    if not isinstance(value, list):
+        return ABSENT, [Removed("include", value, WHY_NOT_A_LIST)]
+    allowed = INCLUDE_ALWAYS | (INCLUDE_WITH_LOGPROBS if "top_logprobs" in sampling else frozenset())
+    kept, removed = [], []
+    for item in value:
+        if isinstance(item, str) and item in allowed:
+            kept.append(item)
+        else:
+            logprobs = isinstance(item, str) and item in INCLUDE_WITH_LOGPROBS
+            removed.append(Removed("include", item, WHY_LOGPROBS if logprobs else WHY_INCLUDE))
+    return (kept if kept or not value else ABSENT), removed
 
 
 def allow_fields(api: str, body: dict[str, Any], sampling: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Change], list[Removed]]:
@@ -305,53 +457,24 @@ def allow_fields(api: str, body: dict[str, Any], sampling: dict[str, Any]) -> tu
             continue
         if rule is None:
             removed.append(Removed(key, value, WHY_UNKNOWN))
-        elif rule.kind == "forward":
-            out[key] = value
-        elif rule.kind == "remove":
-            removed.append(Removed(key, value, rule.why))
-        elif rule.kind == "force":
+            continue
+        if rule.kind == "force":
             out[key] = rule.value
             changes[key] = Change(value, rule.value, rule.why)
-        elif rule.kind == "object":
-            if rule.only_with_sampling:
-                removed.append(Removed(key, value, rule.why))
-            elif not isinstance(value, dict):
-                removed.append(Removed(key, value, WHY_NOT_AN_OBJECT))
-            else:
-                kept, gone = _allow_object(key, value, rule.sub or {}, {})
-                removed += gone
-                if kept or not value:  # an object emptied by the removals is not sent at all
-                    out[key] = kept
+            continue
+        if rule.kind == "object" and rule.only_with_sampling:
+            shaped, gone = ABSENT, [Removed(key, value, rule.why)]
         elif rule.kind == "tools":
-            if not isinstance(value, list):
-                removed.append(Removed(key, value, WHY_NOT_A_LIST))
-                continue
-            kept = []
-            for tool in value:
-                why = _tool_why(api, tool)
-                if why is None:
-                    kept.append(tool)
-                else:
-                    removed.append(Removed(key, tool, why))
-            if kept or not value:
-                out[key] = kept
+            shaped, gone = _allow_tools(api, value)
         elif rule.kind == "tool_choice":
-            kind = value.get("type") if isinstance(value, dict) else None
-            if isinstance(value, str) or kind == "allowed_tools" or (isinstance(value, dict) and _tool_why(api, value) is None):
-                out[key] = value
-            else:
-                removed.append(Removed(key, value, WHY_PROVIDER_TOOL if isinstance(kind, str) and
-                                       kind.startswith(PROVIDER_TOOL_PREFIXES) else WHY_TOOL_TYPE))
+            shaped, gone = _allow_tool_choice(api, value)
         elif rule.kind == "include":
-            if not isinstance(value, list):
-                removed.append(Removed(key, value, WHY_NOT_A_LIST))
-                continue
-            allowed = INCLUDE_ALWAYS | (INCLUDE_WITH_LOGPROBS if "top_logprobs" in sampling else frozenset())
-            kept = [item for item in value if isinstance(item, str) and item in allowed]
-            removed += [Removed(key, item, WHY_LOGPROBS if item in INCLUDE_WITH_LOGPROBS else WHY_INCLUDE)
-                        for item in value if not (isinstance(item, str) and item in allowed)]
-            if kept or not value:
-                out[key] = kept
+            shaped, gone = _allow_include(value, sampling)
+        else:
+            shaped, gone = _shape(key, value, rule)
+        removed += gone
+        if shaped is not ABSENT:
+            out[key] = shaped
     for key, rule in table.items():
         if rule.kind == "force" and rule.always and key not in body and key not in sampling:
             out[key] = rule.value

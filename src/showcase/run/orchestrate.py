@@ -334,7 +334,7 @@ def sandbox_spec(plan: RunPlan, layout: RunLayout, image: str, key: str):
 def make_gate(plan: RunPlan, layout: RunLayout, key: str, shot_check, on_refused, shots: ShotFigures | None = None):
     """The gate of this run: the upstream, the forced fields, the clock's two moments, shot.sh's route."""
     from showcase.gate.app import create_gate
-    from showcase.gate.config import GateConfig
+    from showcase.gate.config import GateConfig, UpstreamTimeouts
 
     opts, task = plan.opts, plan.task
     return create_gate(
@@ -349,6 +349,9 @@ def make_gate(plan: RunPlan, layout: RunLayout, key: str, shot_check, on_refused
             finish_now_after_s=plan.inject_s,
             finish_now_text=task.finish_now_text,
             hard_stop_after_s=plan.limit_s,
+            # A non-streamed answer arrives whole: its bound is the run's hard stop, not a fixed
+            # hour (the stall bound still catches a stream that goes silent).
+            upstream_timeout_s=UpstreamTimeouts(first_byte_s=None),
             log_dir=layout.root,
         ),
         extra_routes=[shot_route(layout.work, shot_check, page_cap=task.page_cap_bytes,

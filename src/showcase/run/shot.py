@@ -6,9 +6,11 @@ folder, writes the screenshot into /work/shots/ and answers with what it saw.
 
 The agent decides how often it asks, so the endpoint bounds what it holds: one check runs and at
 most SHOTS_WAITING requests wait for their turn; any more are answered at once with 429 "busy,
-try again" (shot.sh prints it and exits 3). A request whose caller has gone (shot.sh killed, a
-command timeout) is dropped before its check starts, so the run's browser takes no screenshot
-for nobody. `ShotFigures` counts what happened (run-info.json's shot_requests).
+try again" (shot.sh prints it and exits 3). A request takes its place only once its whole body
+has arrived, within BODY_S: a caller that sends part of a request and waits holds no place. A
+request whose caller has gone (shot.sh killed, a command timeout) is dropped before its check
+starts, so the run's browser takes no screenshot for nobody. `ShotFigures` counts what happened
+(run-info.json's shot_requests): every request asked is answered, busy or dropped.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ SHOT_PATH = "/_showcase/shot"
 SHOTS_WAITING = 3  # requests that may wait while one is checked; more are answered "busy" at once
 LEFT_POLL_S = 0.5  # how often a waiting request looks whether its caller is still there
 BUSY_EXIT = 3  # shot.sh's exit code for "busy, try again"
+BODY_S = 10.0  # shot.sh sends its few bytes at once: a body slower than this is not waited for
 
 SHOT_SH = r"""#!/bin/sh
 # shot.sh FILE: ask the host for a quick load check of FILE (in /work): a screenshot is saved
@@ -81,7 +84,8 @@ class ShotFigures(BaseModel):
     answered: int = Field(0, ge=0, description="answered with the check's result, or with why the file was not checked")
     busy: int = Field(0, ge=0, description=f"answered at once with 429 'busy, try again': one check ran and "
                       f"{SHOTS_WAITING} more waited already")
-    dropped: int = Field(0, ge=0, description="not checked: the caller had gone before its check started")
+    dropped: int = Field(0, ge=0, description="not checked: the caller had gone before its check started "
+                         "(or while it was still sending its request)")
 
 
 def write_tools(tools_dir: Path, page_name: str = DEFAULT_OUTPUT_FILE) -> None:
@@ -108,6 +112,7 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
     """
     # Imported here: run-info's reader needs ShotFigures, and `showcase report`/`schema` must not
     # load the web stack for it.
+    from starlette.requests import ClientDisconnect
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
@@ -140,14 +145,24 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
             if not got and not acquiring.cancel() and not acquiring.cancelled():
                 lock.release()  # handed over just as the caller left: pass it on
 
-    async def check(request: Request) -> JSONResponse | None:
-        """The answer to one request that got a place in line; None when its caller left first."""
+    async def read_body(request: Request) -> bytes | JSONResponse:
+        """The request's body, or the answer saying why it is not read (too large, too slow).
+        ClientDisconnect when the caller leaves meanwhile."""
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_REQUEST_BYTES:
-                return JSONResponse({"error": {"message": f"request over {MAX_REQUEST_BYTES} bytes: send {{\"file\": NAME}}"}},
-                                    status_code=413)
+        try:
+            async with asyncio.timeout(BODY_S):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > MAX_REQUEST_BYTES:
+                        return JSONResponse({"error": {"message": f"request over {MAX_REQUEST_BYTES} bytes: "
+                                                                  "send {\"file\": NAME}"}}, status_code=413)
+        except TimeoutError:
+            return JSONResponse({"error": {"message": f"the request's body did not arrive within {BODY_S:g} s"}},
+                                status_code=408, headers={"connection": "close"})
+        return bytes(body)
+
+    async def check(request: Request, body: bytes) -> JSONResponse | None:
+        """The answer to one request that got a place in line; None when its caller left first."""
         try:
             name = str(json.loads(body).get("file") or page_name)
         except Exception:
@@ -194,22 +209,32 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
         finally:
             lock.release()
 
+    def dropped() -> JSONResponse:
+        figures.dropped += 1
+        return JSONResponse({"error": {"message": "the caller left before its check started: not checked"}},
+                            status_code=CALLER_GONE)
+
     async def shot(request: Request) -> JSONResponse:
         nonlocal in_line
         figures.asked += 1
+        try:
+            body = await read_body(request)
+        except ClientDisconnect:
+            return dropped()
+        if isinstance(body, JSONResponse):
+            figures.answered += 1
+            return body
         if in_line > SHOTS_WAITING:  # one checked and SHOTS_WAITING waiting already
             figures.busy += 1
             return JSONResponse({"error": {"message": BUSY_MESSAGE, "type": "busy"}}, status_code=429,
                                 headers={"Retry-After": "5"})
         in_line += 1
         try:
-            answer = await check(request)
+            answer = await check(request, body)
         finally:
             in_line -= 1
         if answer is None:
-            figures.dropped += 1
-            return JSONResponse({"error": {"message": "the caller left before its check started: not checked"}},
-                                status_code=CALLER_GONE)
+            return dropped()
         figures.answered += 1
         return answer
 
