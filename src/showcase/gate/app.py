@@ -30,8 +30,8 @@ from showcase.gate.log import (
     GateLogLine, GateRecorder, GateStats, RemovedField, RequestFields, count_finish_now, count_request, utc_now,
 )
 from showcase.gate.rewrite import (
-    ABSENT, GENERATION_APIS, MODELS, OTHER, SERVED_METHODS, WHY_MODELS_BODY, Rewrite, classify, rewrite_request,
-    upstream_path,
+    ABSENT, GENERATION_APIS, MODELS, OTHER, SERVED_METHODS, WHY_MODELS_BODY, WHY_QUERY, Rewrite, classify,
+    rewrite_request, upstream_path,
 )
 from showcase.gate.transport import AsyncioBackend, connection_refused
 from showcase.gate.stream import (
@@ -55,9 +55,6 @@ _TIMER_SLACK_S = 0.05  # a bound that fired this close to a deadline was that de
 # GET paths outside /v1/ answered from an upstream /v1/ route: read-only, and only these (Hermes
 # Agent lists models at /api/v1/models); every other path outside /v1/ is refused.
 READ_ONLY_ALIASES = {"/api/v1/models": "/v1/models"}
-
-
-WHY_QUERY = "the gate forwards no query string"
 
 
 def _json_bytes(obj: Any) -> bytes:

@@ -52,6 +52,7 @@ WHY_NOT_AN_OBJECT = "not a JSON object"
 WHY_NOT_A_LIST = "not a JSON array"
 WHY_UNKNOWN = "unknown field"
 WHY_MODELS_BODY = "a models request has no body"
+WHY_QUERY = "the gate forwards no query string"
 
 PROVIDER_TOOL_PREFIXES = ("web_search", "file_search", "code_interpreter", "computer", "image_generation", "mcp")
 # What `include` may ask of a Responses answer: the reasoning a stateless (store: false) client
