@@ -68,20 +68,22 @@ def one_sent(up, n: int) -> dict:
 # ----------------------------------------------------------------------------- 1. more answers
 
 
-@hole("a completions `prompt` that is a list of prompts goes upstream whole: one answer per prompt")
 def test_completions_prompt_list_is_one_answer_not_many(rig, upstream):
     """docs/gate.md: "`n`, `best_of` forced to 1: more answers would multiply the answer limit".
     But /v1/completions takes `prompt` as a LIST of prompts (strings, or token-id lists) and
     answers each: `{"prompt": ["a"] * 64}` is 64 answers of up to the answer limit each, billed to
-    the operator, in one request whose record counts one. Impact: n=64 by another name."""
+    the operator, in one request whose record counts one. Impact: n=64 by another name.
+    A prompt of token ids is not one either: the finish-now message would have no place in it.
+    Only one prompt, a string, is forwarded; the others are removed and logged with why."""
     r = rig()
     n = len(upstream.received)
-    assert post(r, "/v1/completions", {"prompt": ["write a poem"] * 64}).status_code == 200
-    assert post(r, "/v1/completions", {"prompt": [[1, 2, 3]] * 64}).status_code == 200
+    for prompt in (["write a poem"] * 64, [[1, 2, 3]] * 64, [1, 2, 3, 4]):
+        post(r, "/v1/completions", {"prompt": prompt})
     for got in received_since(upstream, n):
-        prompt = got["body"]["prompt"]
-        many = isinstance(prompt, list) and (len(prompt) > 1 and not all(isinstance(t, int) for t in prompt))
-        assert not many, f"the upstream was asked for {len(prompt)} answers in one request"
+        assert not isinstance(got["body"].get("prompt"), list), f"the upstream was asked {got['body']['prompt']!r}"
+    for line in r.lines(3):
+        assert [f.why for f in line.fields.removed if f.field == "prompt"] == [
+            "not one prompt (a string): a list is one answer per prompt"], line.fields
 
 
 @pytest.mark.parametrize("field,value", [("n", "16"), ("n", 16.0), ("n", [16]), ("best_of", "8")])
@@ -157,9 +159,7 @@ def test_answer_limit_holds_whatever_form_the_agent_sends(rig, upstream, name, p
 # ----------------------------------------------------------------------------- 3. odd types of forwarded fields
 
 
-ODD_TYPE_HOLE = hole("a top-level field the table forwards is forwarded whatever its type: an object rides "
-                     "upstream under a known name, unfiltered")
-ODD_TYPES = [pytest.param(*case, marks=ODD_TYPE_HOLE, id=case[0]) for case in [
+ODD_TYPES = [pytest.param(*case, id=case[0]) for case in [
     ("chat stream as a string", "/v1/chat/completions", {"messages": MSG, "stream": "true"}, "stream", (bool,)),
     ("chat stream as an object", "/v1/chat/completions", {"messages": MSG, "stream": {"n": 16}}, "stream", (bool,)),
     ("chat parallel_tool_calls object", "/v1/chat/completions",
@@ -189,7 +189,6 @@ def test_forwarded_fields_of_a_type_not_understood_are_not_forwarded(rig, upstre
         assert field not in sent or isinstance(sent[field], types), f"{name}: upstream got {field}={sent[field]!r}"
 
 
-@hole("`stream: \"true\"` streams upstream (pydantic coerces it) but the gate reads the answer as JSON: no tokens recorded")
 def test_stream_as_a_string_keeps_the_record_true(rig, upstream):
     """`"stream": "true"` is truthy to the upstream (pydantic's lax bool; the recording upstream
     streams), but not `True` to the gate: it forces no `include_usage`, parses the event stream as
@@ -309,21 +308,19 @@ def _past_finish_now(r) -> None:
 
 
 @pytest.mark.parametrize("path,body", [
-    pytest.param("/v1/completions", {"prompt": [1, 2, 3, 4]}, marks=hole(
-        "a completions prompt of token ids gets no finish-now text: the model never hears it")),
-    ("/v1/completions", {"prompt": ["a", "b"]}),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": None}]}),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": {"text": "x"}}]}),
     ("/v1/responses", {"input": []}),
     ("/v1/responses", {"instructions": "build a voxel world"}),
     ("/v1/responses", {"input": [{"role": "user", "content": "x"}]}),
     ("/v1/responses", {"input": [{"type": "message", "role": "user", "content": None}]}),
-], ids=["token ids", "prompt list", "user content null", "user content object", "input empty",
+], ids=["user content null", "user content object", "input empty",
         "no input", "easy input message", "message content null"])
 def test_finish_now_reaches_the_model_whatever_the_conversation_looks_like(rig, upstream, path, body):
     """docs/gate.md: "from finish_now_after_s ... the task's message becomes the last user turn".
-    An agent that shapes its conversation (a token-id prompt, a list of prompts, a user turn with a
-    null or object content, no input at all) must not keep the model from seeing it."""
+    An agent that shapes its conversation (a user turn with a null or object content, no input at
+    all) must not keep the model from seeing it. (A token-id prompt or a list of prompts never
+    reaches the upstream: test_completions_prompt_list_is_one_answer_not_many.)"""
     r = rig()
     _past_finish_now(r)
     n = len(upstream.received)
@@ -387,7 +384,6 @@ def test_key_check_is_exact(rig, upstream, authorization):
     assert received_since(upstream, n) == [], answer[:200]
 
 
-@hole("the client's Content-Type and Accept go upstream verbatim, parameters and size unread")
 def test_content_type_and_accept_go_upstream_as_understood(rig, upstream):
     """Only `Content-Type` and `Accept` are forwarded: their values are the client's. An agent's
     charset or parameters the gate did not read (`charset=utf-16` would make the upstream decode
@@ -599,16 +595,11 @@ def test_nesting_between_the_parsers_limits_gets_a_clear_answer(rig, upstream, n
     assert len(lines) == 2, lines
 
 
-SURROGATE_HOLE = hole("a field NAME with a lone surrogate kills the records' writer thread: no line is written "
-                      "after it, gate-stats.json stays at 0, flush_records() never returns")
-
-
 @pytest.mark.parametrize("body", [
-    pytest.param({"messages": MSG, "\udce9": 1}, marks=SURROGATE_HOLE),
+    {"messages": MSG, "\udce9": 1},
     {"messages": MSG, "smuggled": 10 ** 30},
     {"messages": [{"role": "user", "content": "x", "big": 10 ** 30}]},
-    pytest.param({"messages": MSG, "tools": [{"type": "function", "function": {"name": "f"}, "\udce9x": 1}]},
-                 marks=SURROGATE_HOLE),
+    {"messages": MSG, "tools": [{"type": "function", "function": {"name": "f"}, "\udce9x": 1}]},
     {"messages": MSG, "model": "\udce9"},
     {"messages": MSG, "n": "\udce9"},
     {"messages": MSG, "max_tokens": "\udce9"},
@@ -630,8 +621,8 @@ def test_odd_names_and_numbers_keep_the_records(rig, upstream, body):
     post(r, "/v1/chat/completions", {"messages": MSG})
     flush = threading.Thread(target=r.gate.flush_records, daemon=True)
     flush.start()
-    flush.join(10)
-    assert not flush.is_alive(), "Gate.flush_records() did not return in 10 s"
+    flush.join(60)  # it returns at once when the writer lives; the bound only keeps a dead writer from hanging the test
+    assert not flush.is_alive(), "Gate.flush_records() did not return in 60 s"
     assert len(r.lines(2)) == 2
     assert r.stats(2).requests == 2
 

@@ -38,11 +38,6 @@ from showcase.gate.stream import (
     AnswerFacts, EventTooLarge, StreamTap, error_object, read_answer, stream_end, stream_error_event,
 )
 
-# The only client headers forwarded upstream: what the body is and what answer is read. Every
-# other one stays at the gate: OpenAI-Organization/-Project would choose whom of the operator's
-# account is billed, OpenAI-Beta turns on beta behaviour, and the rest are not the gate's to pass.
-# Host, length, encoding and the upstream's key are the gate's own.
-_FORWARD_HEADERS = frozenset({b"content-type", b"accept"})
 _DROP_DOWNSTREAM = frozenset(
     b"content-length content-encoding transfer-encoding connection keep-alive date server".split()
 )
@@ -492,10 +487,14 @@ class Gate:
     ) -> Response:
         t = self.config.upstream_timeout_s
         limits = self.config.limits
-        headers = [(k, v) for k, v in request.headers.raw if k in _FORWARD_HEADERS]
-        headers.append((b"host", self._upstream_host))
-        headers.append((b"accept-encoding", b"identity"))
+        # No client header goes upstream: OpenAI-Organization/-Project would choose whom of the
+        # operator's account is billed, OpenAI-Beta turns on beta behaviour, a Content-Type could
+        # name another charset. The gate says itself what it sends and what it reads.
+        streamed = rewrite is not None and rewrite.body.get("stream") is True
+        headers = [(b"host", self._upstream_host), (b"accept-encoding", b"identity"),
+                   (b"accept", b"text/event-stream" if streamed else b"application/json")]
         if send or request.method == "POST":
+            headers.append((b"content-type", b"application/json"))
             headers.append((b"content-length", str(len(send)).encode()))
         if self.config.api_key_upstream:
             headers.append((b"authorization", f"Bearer {self.config.api_key_upstream}".encode()))

@@ -50,7 +50,20 @@ def _bounded(value: Any) -> tuple[Any, int | None]:
     return (None, size) if size > MAX_LOGGED_VALUE_BYTES else (value, None)
 
 
+def _escaped(value: Any) -> Any:
+    """Every string (keys too) with a lone surrogate written as its escape (`\\udce9`): what JSON
+    readers take, where the raw code point would make the whole line unwritable."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    return value
+
+
 def _bounded_name(name: str) -> str:
+    name = _escaped(name)
     if len(name) <= MAX_LOGGED_NAME_CHARS:
         return name
     return f"{name[:MAX_LOGGED_NAME_CHARS]}... ({len(name):,} characters)"
@@ -283,11 +296,16 @@ class GateRecorder:
     def _guarded(self, kind: str, path: Path, write, *args: Any) -> None:
         try:
             write(*args)
-        except OSError as exc:  # a full disk costs that file; the writer goes on with the next
-            self.write_errors.append(f"{kind} {path}: {exc}")
+        except Exception as exc:  # a full disk (or a record it cannot write) costs that file, never the writer
+            self.write_errors.append(f"{kind} {path}: {exc.__class__.__name__}: {exc}")
 
     def _write_line(self, line: GateLogLine) -> None:
-        append_jsonl(self.log_path, line)
+        try:
+            append_jsonl(self.log_path, line)
+        except ValueError:
+            # A lone surrogate (an agent's field name, an upstream's \\udcXX escape) that the
+            # serialiser refuses: the same line with every string escaped.
+            append_jsonl(self.log_path, _escaped(line.model_dump()))
 
     def _write_stats(self, text: str) -> None:
         write_text_atomic(self.stats_path, text)

@@ -4,6 +4,7 @@ Nothing here does I/O or mutates its input; every function is unit tested on pla
 """
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -73,9 +74,29 @@ class Rule:
     only_with_sampling: bool = False  # object: forwarded only when the sampling file sets it too
     string_ok: bool = False  # object: a string is forwarded too (e.g. function_call: "auto")
     item: "Rule | None" = None  # list: what each entry is
+    accepts: "Callable[[Any], bool] | None" = None  # forward: the values of the type the API takes (else removed, why)
 
 
 FORWARD = Rule("forward")
+
+
+def _typed(why: str, accepts: Callable[[Any], bool]) -> Rule:
+    return Rule("forward", why, accepts=accepts)
+
+
+# A forwarded field holds the type the API takes, or it is removed: an object riding upstream
+# under a known name (stream: {"n": 16}) is not understood, and `stream: "true"` would stream an
+# answer the gate reads as not streamed (no usage asked, no tokens counted).
+STRING = _typed("not a string", lambda v: isinstance(v, str))
+BOOLEAN = _typed("not true or false", lambda v: isinstance(v, bool))
+LIST = _typed("not a JSON array", lambda v: isinstance(v, list))
+OBJECT = _typed("not a JSON object", lambda v: isinstance(v, dict))
+TEXT_OR_LIST = _typed("neither a string nor a JSON array", lambda v: isinstance(v, (str, list)))
+STOP = _typed("neither a string nor an array of strings",
+              lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)))
+# One prompt: a list of prompts is as many answers (n under another name), and token ids leave
+# the finish-now message no place.
+ONE_PROMPT = _typed("not one prompt (a string): a list is one answer per prompt", lambda v: isinstance(v, str))
 
 
 def _obj(string_ok: bool = False, **sub: Rule) -> Rule:
@@ -90,9 +111,9 @@ _SAMPLING_NAMES = ("temperature", "top_p", "top_k", "min_p", "typical_p", "seed"
                    "frequency_penalty", "repetition_penalty", "logit_bias")
 # What one function/custom tool is (the agent runs it): its name, what it is for and its arguments
 # schema (a JSON schema or a grammar, forwarded as written). Anything else in an entry is removed.
-_FUNCTION = {"name": FORWARD, "description": FORWARD, "parameters": FORWARD, "strict": FORWARD}
-_CUSTOM = {"name": FORWARD, "description": FORWARD, "format": FORWARD}
-_TYPE = {"type": FORWARD}
+_FUNCTION = {"name": STRING, "description": STRING, "parameters": OBJECT, "strict": BOOLEAN}
+_CUSTOM = {"name": STRING, "description": STRING, "format": OBJECT}
+_TYPE = {"type": STRING}
 TOOL_SHAPES: dict[str, dict[str, Rule]] = {
     CHAT: {"function": _obj(**_TYPE, function=_obj(**_FUNCTION)), "custom": _obj(**_TYPE, custom=_obj(**_CUSTOM))},
     RESPONSES: {"function": _obj(**_TYPE, **_FUNCTION), "custom": _obj(**_TYPE, **_CUSTOM),
@@ -101,28 +122,28 @@ TOOL_SHAPES: dict[str, dict[str, Rule]] = {
 }
 # How a tool_choice names one tool the agent runs (chat nests the name, Responses does not).
 CHOICE_SHAPES: dict[str, dict[str, Rule]] = {
-    CHAT: {"function": _obj(**_TYPE, function=_obj(name=FORWARD)), "custom": _obj(**_TYPE, custom=_obj(name=FORWARD))},
-    RESPONSES: {"function": _obj(**_TYPE, name=FORWARD), "custom": _obj(**_TYPE, name=FORWARD),
+    CHAT: {"function": _obj(**_TYPE, function=_obj(name=STRING)), "custom": _obj(**_TYPE, custom=_obj(name=STRING))},
+    RESPONSES: {"function": _obj(**_TYPE, name=STRING), "custom": _obj(**_TYPE, name=STRING),
                 "local_shell": _obj(**_TYPE), "apply_patch": _obj(**_TYPE), "shell": _obj(**_TYPE)},
 }
 TOOL_CHOICE_WORDS = frozenset({"auto", "none", "required"})
 # A shell tool whose commands the agent runs has no environment, or a local one; any other
 # environment (container_auto, container_reference) is a shell the provider runs.
 LOCAL_SHELL_ENVIRONMENTS = frozenset({"local"})
-_JSON_SCHEMA = {"name": FORWARD, "description": FORWARD, "schema": FORWARD, "strict": FORWARD}
+_JSON_SCHEMA = {"name": STRING, "description": STRING, "schema": OBJECT, "strict": BOOLEAN}
 
 # Every field each endpoint may carry, and what becomes of it; a field not named is removed
 # ("unknown field"). The sampling file's own fields are always the ones sent (force_fields).
 ALLOWED: dict[str, dict[str, Rule]] = {
     CHAT: {
-        **dict.fromkeys(("model", "messages", "parallel_tool_calls", "stream", "stop", "max_tokens",
-                         "max_completion_tokens"), FORWARD),
+        **dict.fromkeys(("model", "max_tokens", "max_completion_tokens"), FORWARD),  # set by the gate
+        "messages": LIST, "parallel_tool_calls": BOOLEAN, "stream": BOOLEAN, "stop": STOP,
         "functions": Rule("list", item=_obj(**_FUNCTION)),
-        "function_call": _obj(string_ok=True, name=FORWARD),
+        "function_call": _obj(string_ok=True, name=STRING),
         "response_format": _obj(**_TYPE, json_schema=_obj(**_JSON_SCHEMA)),
         "tools": Rule("tools"),
         "tool_choice": Rule("tool_choice"),
-        "stream_options": Rule("object", sub={"include_usage": FORWARD}),
+        "stream_options": Rule("object", sub={"include_usage": BOOLEAN}),
         "n": Rule("force", WHY_ONE_ANSWER, value=1),
         "store": Rule("force", WHY_STORE, value=False),
         **_remove(WHY_SAMPLING, *_SAMPLING_NAMES, "reasoning_effort", "verbosity", "reasoning", "thinking",
@@ -135,8 +156,9 @@ ALLOWED: dict[str, dict[str, Rule]] = {
         **_remove(WHY_BILLED_EXTRA, "audio", "modalities", "prediction"),
     },
     COMPLETIONS: {
-        **dict.fromkeys(("model", "prompt", "suffix", "stream", "stop", "max_tokens"), FORWARD),
-        "stream_options": Rule("object", sub={"include_usage": FORWARD}),
+        **dict.fromkeys(("model", "max_tokens"), FORWARD),  # set by the gate
+        "prompt": ONE_PROMPT, "suffix": STRING, "stream": BOOLEAN, "stop": STOP,
+        "stream_options": Rule("object", sub={"include_usage": BOOLEAN}),
         "n": Rule("force", WHY_ONE_ANSWER, value=1),
         "best_of": Rule("force", WHY_ONE_ANSWER, value=1),
         **_remove(WHY_SAMPLING, *_SAMPLING_NAMES),
@@ -145,15 +167,16 @@ ALLOWED: dict[str, dict[str, Rule]] = {
         **_remove(WHY_IDENTITY, "user"),
     },
     RESPONSES: {
-        **dict.fromkeys(("model", "input", "instructions", "stream", "max_output_tokens", "parallel_tool_calls",
-                         "truncation"), FORWARD),
+        **dict.fromkeys(("model", "max_output_tokens"), FORWARD),  # set by the gate
+        "input": TEXT_OR_LIST, "instructions": STRING, "stream": BOOLEAN, "parallel_tool_calls": BOOLEAN,
+        "truncation": STRING,
         "tools": Rule("tools"),
         "tool_choice": Rule("tool_choice"),
         "include": Rule("include"),
         "text": Rule("object", sub={"format": _obj(**_TYPE, **_JSON_SCHEMA), "verbosity": Rule("remove", WHY_SAMPLING)}),
         "reasoning": Rule("object", WHY_REASONING, only_with_sampling=True,
-                          sub={"summary": FORWARD, "generate_summary": FORWARD, "effort": Rule("remove", WHY_SAMPLING)}),
-        "stream_options": Rule("object", sub={"include_obfuscation": FORWARD}),
+                          sub={"summary": STRING, "generate_summary": STRING, "effort": Rule("remove", WHY_SAMPLING)}),
+        "stream_options": Rule("object", sub={"include_obfuscation": BOOLEAN}),
         "store": Rule("force", WHY_STORE, value=False, always=True),  # Responses keeps answers unless told not to
         **_remove(WHY_SAMPLING, *_SAMPLING_NAMES),
         **_remove(WHY_LOGPROBS, "top_logprobs"),
@@ -324,6 +347,8 @@ def _shape(path: str, value: Any, rule: Rule) -> tuple[Any, list[Removed]]:
     Objects keep only the subfields their rule names, at every depth; lists keep the entries
     their item rule forwards. An object emptied by removals is not sent."""
     if rule.kind == "forward":
+        if rule.accepts is not None and not rule.accepts(value):
+            return ABSENT, [Removed(path, value, rule.why)]
         return value, []
     if rule.kind == "remove":
         return ABSENT, [Removed(path, value, rule.why)]
