@@ -31,6 +31,10 @@ from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
 from showcase.browser.seal import browser_pid
 from showcase.check.session import BoundedPage, StopMeasuring
+from showcase.check.view import probe_rules
+from showcase.check.visible import Visible, apply_visible
+from showcase.check.language import identifier as language_identifier
+from showcase.check.visible_text import VisibleText, capture as capture_text, visible_text
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
 from showcase.run.monitor import ForeignProcessMonitor
@@ -40,6 +44,12 @@ WINDOW_2 = "tour window 2"  # its closing picture is taken during the first cont
 # The measuring windows in the order the probe opens them (each opens a picture of what WebGL drew).
 STEP_NAMES = ("baseline before wheel", "wheel", "wheel back", "baseline before drag", "drag", "drag back")
 GL_SETTLE_S = 2.0  # how long the last reading waits for the pictures still being taken
+
+
+def slot_of(name: str) -> int:
+    """The window whose opening picture a closing screenshot pairs with: 0 is the frame after ready
+    (window 1's opening), 1 closes window 1, 2 window 2, 3-8 the control steps."""
+    return 2 if name == WINDOW_2 else 3 + STEP_NAMES.index(name)
 
 
 @dataclass
@@ -60,6 +70,8 @@ class Measurements:
     world: dict | None = None
     animation: dict | None = None
     text: str | None = None
+    text_sources: dict[str, int] = field(default_factory=dict)  # pieces of visible text kept, by where they came from
+    text_dropped: int = 0               # pieces of text no person sees (hidden, transparent, clipped, off the page)
     steps: dict[str, dict] = field(default_factory=dict)
     webgl_contexts: int | None = None
     canvas2d_contexts: int | None = None
@@ -69,6 +81,9 @@ class Measurements:
     last_shot: bytes | None = None
     observed_s: float = 0.0
     gl_pictures: bool | None = None     # whether the probe could take pictures of what WebGL drew
+    blank_screen_share: float | None = None  # item 4 on the screenshot alone (blank_share: also what WebGL drew, seen)
+    blank_webgl_share: float | None = None
+    visible_canvases: dict | None = None     # per WebGL canvas: how much of its drawing was seen (visible.py)
 
 
 class _Measure:
@@ -83,6 +98,8 @@ class _Measure:
         self.frame_s: float | None = None  # seconds per drawn frame, from the last tour window
         self.picture: asyncio.Future | None = None  # a window's closing screenshot, still being taken
         self.gl: list[list | None] = []  # per window opened: what WebGL drew in it, as the probe last said
+        spec = rubric.items["4"]
+        self.vis = Visible(rubric.viewport, spec["seen_tolerance"], spec["tolerance"], spec["min_seen_share"])
 
     def mask(self) -> np.ndarray | None:
         """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
@@ -133,6 +150,7 @@ class _Measure:
         if not isinstance(gl, dict) or not isinstance(gl.get("windows"), list):
             return
         self.m.gl_pictures = bool(gl.get("available"))
+        self.vis.add_pictures(gl.get("pictures"))
         for i, shares in enumerate(gl["windows"][:16]):
             if i >= len(self.gl):
                 self.gl.append(None)
@@ -192,7 +210,7 @@ class _Measure:
 
         async def read() -> dict:
             got = await self.bp.probe(
-                "({win: this.readWindow(), snap: this.snapshot(), text: this.text(), boxes: this.textBoxes(), ctx: this.contexts()"
+                "({win: this.readWindow(), snap: this.snapshot(), boxes: this.textBoxes(), ctx: this.contexts()"
                 + also + (", next: (this.attach(), this.startWindow())" if chain else "") + "})",
                 "reading a measuring window",
             )
@@ -219,6 +237,7 @@ class _Measure:
         win["pixel_share"] = None
         if shot is not None:
             self.close_picture(win, shot, self.r.items["7"]["pixel_tolerance"])
+            self.vis.add_screen(index, shot.rgb)
         return win, got, next_t0
 
     def close_picture(self, into: dict, shot: Shot, tolerance: float) -> None:
@@ -273,6 +292,7 @@ class _Measure:
                     self.close_picture(window_2, shot, self.r.items["7"]["pixel_tolerance"])
                 else:
                     self.close_picture(self.m.steps[name], shot, spec["pixel_tolerance"])
+                self.vis.add_screen(slot_of(name), shot.rgb)
 
     async def _steps(self, plan: list, t0: float, shots: list[tuple[str, bytes]]) -> None:
         t = self.t
@@ -352,6 +372,22 @@ class _Measure:
         self.m.last_shot = png
         return png
 
+    async def read_text(self) -> VisibleText:
+        """All the text a person sees now, from the browser's layout (one CDP call, no page script)."""
+        what = "reading the visible text"
+        snap = await self.bp.call(what, lambda: capture_text(self.bp.cdp.send))
+        if not isinstance(snap, dict):
+            await self.bp.garbled(what, snap)
+        spec = self.r.items["6b"]
+        return visible_text(snap, self.r.viewport, spec["min_opacity"], spec["min_text_px"])
+
+    def note_text(self, seen: VisibleText) -> None:
+        m = self.m
+        m.text = _join_text(m.text, seen.text)
+        for k, v in seen.sources.items():
+            m.text_sources[k] = max(m.text_sources.get(k, 0), v)
+        m.text_dropped = max(m.text_dropped, seen.dropped)
+
     def wheel(self, sign: int) -> tuple[asyncio.Future, dict]:
         """Wheel notches at the centre, dispatched; and what the probe must see of them."""
         spec = self.r.items["10"]
@@ -399,11 +435,12 @@ class _Measure:
             mark("after ready")
             # The world and text as they are at ready, first of all: a page that freezes or leaves
             # soon after keeps what it showed.
-            early = await bp.probe("(this.attach(), {clock: this.frames(), world: this.world(), text: this.text()})",
-                                   "counting the world at ready")
+            early, text = await _both(bp.probe("(this.attach(), {clock: this.frames(), world: this.world()})",
+                                               "counting the world at ready"), self.read_text())
             if not isinstance(early, dict) or not isinstance(early.get("world"), dict) or not isinstance(early.get("clock"), dict):
                 await bp.garbled("counting the world at ready", early)
-            m.world, m.text = early["world"], early.get("text")
+            m.world = early["world"]
+            self.note_text(text)
             m.load_end_s = bp.events.now()
             # The pointer rests at the centre from here on, as a viewer's would; moving it there
             # now (not just before the controls) saves a frame-bound call and a screenshot later.
@@ -427,9 +464,11 @@ class _Measure:
             boxes = first.get("boxes") if isinstance(first, dict) else None
             self.boxes = boxes if isinstance(boxes, list) else []
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"], self.mask()), 4)
+            self.vis.add_screen(0, self.prev.rgb)
             win, got, t0 = await self.window(1, opened[0], chain=True)
             m.windows.append(win)
-            m.text = _join_text(m.text, got.get("text"))
+            # the text once the page has run a while (a HUD filled in after ready), read while window 2 runs
+            self.note_text(await self.read_text())
             mark("tour window 2")
             # Window 2's closing call also counts the world, compares the snapshots and opens the
             # first control step (a baseline, no input): window 2's picture is taken while it runs.
@@ -464,6 +503,7 @@ class _Measure:
             for k, v in bp.canvas_max.items():
                 canvas[k] = max(canvas.get(k, 0), v)
             m.world = dict(world, canvas=canvas)
+        apply_visible(m, self.vis, bp.canvas_max_by_id, self.r, STEP_NAMES)
         if m.ready_after_s is None and bp.ready_at_ms is not None:
             m.ready_after_s = round(bp.ready_at_ms / 1000, 2)  # seen by the binding after the wait ended
         return m
@@ -575,13 +615,15 @@ async def check_page(
     rubric = load_rubric()
     # The probe hands its api to us with a token no page can know (it lives only in the probe's closure).
     token = f"showcase-probe-{uuid.uuid4().hex}"
-    scripts = [load_script("ready.js"), load_script("probe.js").replace("%TOKEN%", token)]
+    scripts = [load_script("ready.js"), load_script("probe.js").replace("%TOKEN%", token).replace("%VIEW_RULES%", probe_rules(rubric))]
     started = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     cdn = offline_cdn(npm_dir, task)
     # Unpack the import-map files while the browser starts (the first time in a process takes ~1 s).
     warm = asyncio.create_task(asyncio.to_thread(_warm, cdn, task))
     chromium = asyncio.create_task(asyncio.to_thread(cached_chromium_version))
+    # the language model loads (about 0.8 s, once per process) while the browser starts and the page runs
+    languages = asyncio.create_task(asyncio.to_thread(language_identifier))
     marker = f"--showcase-check={uuid.uuid4().hex}"  # tags our browser process for the CPU meter
     # Entered before Playwright starts its driver and the browser: both inherit the CPU group.
     with cpu_share.raised(rubric.cpu_weight_factor) as share:
@@ -610,7 +652,10 @@ async def check_page(
                 await bp.close()
             m = measure.m
             m.phases = {"launch": launched_s, **m.phases}
+            # errors the page cancelled before the browser could report them: the probe saw them first
+            bp.events.page_errors.extend(bp.cancelled_errors())
     chromium_v = await chromium
+    await languages
     items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, left=bp.left)
     if screenshot_path is not None and m.last_shot is not None:
         write_bytes_atomic(Path(screenshot_path), m.last_shot)
