@@ -362,8 +362,10 @@
   // the screen that drew with a transform giving depth, and compares it with the samples before:
   // - kept: the share of the window's first sample's draws drawn again with the very same matrices
   //   (a view that did not move keeps them all, whatever else appears or changes in place);
-  // - explained: of the previous sample's draws, the share found again moved exactly as the claimed
-  //   camera moved (its view V_k V_(k-1)^-1 times each matrix): the camera the picture was drawn with;
+  // - explained: of the previous sample's draws (weighed by their share of the screen times what
+  //   they draw), the share found again moved exactly as the claimed camera moved (its view
+  //   V_k V_(k-1)^-1 times each matrix); the camera is the one drawn with when that explains more
+  //   than a view that did not move would (the share drawn unchanged);
   // - without a camera that explains them, the draws' common motion is looked for (candidates from
   //   a few draws' own matrices), so a view that moves is told from things that move in it;
   // - beyond: draws the view's motion does not explain that were there before and moved, or that
@@ -463,6 +465,10 @@
       op.w = W > 0 && H > 0 ? (M.max(0, x1 - x0) * M.max(0, y1 - y0)) / (W * H) : 0;
     }
     op.deep = s.prog !== null && s.prog.deep > 0;
+    op.tris = tris;
+    // what a draw weighs in comparisons: its share of the screen, times what it draws (a tiny
+    // object drawn with some other view weighs little beside the world)
+    op.tw = op.w * (1 + tris);
     op.mats = [];
     op.fp = 0;
     if (s.prog !== null) {
@@ -576,23 +582,35 @@
     for (let i = lo; i < arr.length && arr[i][0] <= k + kt; i++) if (close(arr[i][1], Y, tol)) return true;
     return false;
   };
-  // Of the reference draws the motion D would change, the share (weighted) found so moved in `cur`;
-  // null when D changes none (no motion to confirm).
+  // Was draw d (of an earlier record) drawn in `cur` moved by D? Each of its matrices is found
+  // there again either moved by D or unchanged (a projection, a model matrix), and at least one
+  // moved: a draw found again all unchanged is the still view's, one with a matrix found nowhere
+  // (a node that turned) moved beyond D.
+  const movedBy = (cur, d, D) => {
+    let moved = false;
+    for (let k = 0; k < d.mats.length; k++) {
+      const name = d.mats[k][0], X = d.mats[k][1], Y = mul(D, X);
+      if (!close(Y, X, tolOf(X)) && lookup(cur, name, Y)) { moved = true; continue; }
+      if (!lookup(cur, name, X)) return false;
+    }
+    return moved;
+  };
+  // Of the reference draws the motion D would change (weighed by op.tw), the share drawn in `cur`
+  // moved by D, and the share drawn there unchanged (what a view that did not move explains);
+  // null when D changes none (no motion to test).
   const explainShare = (ref, cur, D) => {
-    let T = 0, E = 0;
+    let T = 0, E = 0, K = 0;
     for (let i = 0; i < ref.draws.length; i++) {
       const d = ref.draws[i];
-      if (!(d.w > 0)) continue;
-      let testable = false, found = false;
-      for (let k = 0; k < d.mats.length && !found; k++) {
-        const X = d.mats[k][1], Y = mul(D, X);
-        if (close(Y, X, tolOf(X))) continue;
-        testable = true;
-        if (lookup(cur, d.mats[k][0], Y)) found = true;
-      }
-      if (testable) { T += d.w; if (found) E += d.w; }
+      if (!(d.tw > 0)) continue;
+      let testable = false;
+      for (let k = 0; k < d.mats.length && !testable; k++) if (!close(mul(D, d.mats[k][1]), d.mats[k][1], tolOf(d.mats[k][1]))) testable = true;
+      if (!testable) continue;
+      T += d.tw;
+      if (cur.fps[d.fp] === 1) K += d.tw;
+      else if (movedBy(cur, d, D)) E += d.tw;
     }
-    return T > 0 ? E / T : null;
+    return T > 0 ? [E / T, K / T] : null;
   };
   const pickEven = (arr, n) => {
     if (arr.length <= n) return arr;
@@ -618,10 +636,10 @@
           let n = 0;
           for (let q = 0; q < probes.length; q++) {
             const e = probes[q];
-            for (let j = 0; j < e.mats.length; j++) if (lookup(cur, e.mats[j][0], mul(D, e.mats[j][1]))) { n++; break; }
+            if (movedBy(cur, e, D)) n++;
             if (n + probes.length - 1 - q < (top.length === 3 ? top[2][0] : 1)) break;  // cannot make the top three
           }
-          if (n * 2 < probes.length) continue;
+          if (n < 2 || n * 4 < probes.length) continue;
           put(top, [n, D]);
           apply(arrSort, top, [(x, y) => y[0] - x[0]]);
           if (top.length > 3) top.length = 3;
@@ -630,8 +648,8 @@
     }
     let best = null;
     for (let i = 0; i < top.length; i++) {
-      const E = explainShare(ref, cur, top[i][1]);
-      if (E !== null && (best === null || E > best[1])) best = [top[i][1], E];
+      const r = explainShare(ref, cur, top[i][1]);
+      if (r !== null && (best === null || r[0] > best[1])) best = [top[i][1], r[0]];
     }
     return best;
   };
@@ -677,12 +695,7 @@
     }
     return false;
   };
-  const foundIn = (s, d, D) => {
-    if (D === IDENTITY) return s.fps[d.fp] === 1;
-    if (s.fps[d.fp] === 1) return true;
-    for (let k = 0; k < d.mats.length; k++) if (lookup(s, d.mats[k][0], mul(D, d.mats[k][1]))) return true;
-    return false;
-  };
+  const foundIn = (s, d, D) => s.fps[d.fp] === 1 || (D !== IDENTITY && movedBy(s, d, D));
   // Draws now that the view's motion D (from prev to cur) does not explain, and that were there
   // before and moved, or lay well inside the view before (new, not entering at an edge).
   const beyondCount = (prev, cur, D) => {
@@ -713,25 +726,31 @@
     let Wp = 0, keptPrev = 0;
     for (let i = 0; i < prev.draws.length; i++) { const d = prev.draws[i]; if (d.w > 0) { Wp += d.w; if (cur.fps[d.fp] === 1) keptPrev += d.w; } }
     const still = Wp > 0 && keptPrev / Wp >= VIEW.min_kept;
-    let Dc = null, Ec = null;
+    // The claimed camera is the one drawn with when its motion explains more of what was drawn
+    // than a view that did not move would (a camera nobody draws with explains nothing, and what
+    // was drawn stayed as it was); an honest view explains all but what moves in the world.
+    let Dc = null, drawnWith = false;
     if (prev.view !== null && cur.view !== null) {
       Dc = mul(cur.view, prev.world);
-      Ec = explainShare(prev, cur, Dc);
-      if (Ec !== null) {
+      const r = explainShare(prev, cur, Dc);
+      if (r !== null) {
         v.claimed += 1;
-        if (v.claimedMax === null || Ec > v.claimedMax) v.claimedMax = Ec;
-        if (v.claimedMin === null || Ec < v.claimedMin) v.claimedMin = Ec;
+        drawnWith = r[0] > r[1];
+        if (drawnWith) v.confirmed += 1;
+        if (v.claimedMax === null || r[0] > v.claimedMax) v.claimedMax = r[0];
+        if (v.claimedMin === null || r[0] < v.claimedMin) v.claimedMin = r[0];
+        if (v.stillMax === null || r[1] > v.stillMax) v.stillMax = r[1];
       }
     }
     let De = null;
-    if (!still && !(Ec !== null && Ec >= VIEW.min_explained)) {
+    if (!still && !drawnWith) {
       const f = findMotion(prev, cur);
       if (f !== null) {
         if (v.foundMax === null || f[1] > v.foundMax) v.foundMax = f[1];
-        if (f[1] >= VIEW.min_explained) De = f[0];
+        if (f[1] >= VIEW.min_found) De = f[0];
       }
     }
-    const D = still ? IDENTITY : Ec !== null && Ec >= VIEW.min_explained ? Dc : De;
+    const D = still ? IDENTITY : drawnWith ? Dc : De;
     const b = D === null ? null : beyondCount(prev, cur, D);
     if (b === null) v.beyondUnknown += 1;
     else { v.beyondKnown += 1; if (b > v.beyondMax) v.beyondMax = b; }
@@ -739,7 +758,7 @@
   const newView = () => {
     const v = bare(null);
     v.ref = null; v.prev = null; v.lastT = -1e12; v.samples = 0; v.compared = 0; v.deep = false; v.keptMin = null;
-    v.claimed = 0; v.claimedMax = null; v.claimedMin = null; v.foundMax = null;
+    v.claimed = 0; v.confirmed = 0; v.claimedMax = null; v.claimedMin = null; v.stillMax = null; v.foundMax = null;
     v.beyondMax = 0; v.beyondKnown = 0; v.beyondUnknown = 0; v.switched = 0; v.truncated = false;
     return v;
   };
@@ -758,7 +777,9 @@
     v.deep = true;
     const s = sampleOf(r.ops, target, r);
     if (v.ref === null) { v.ref = s; v.prev = s; return; }
-    if (s.t !== v.ref.t) { v.switched += 1; return; }
+    // the same role may go to another framebuffer from frame to frame (post-processing swaps its
+    // two targets): the records compare what the main target drew, wherever it went
+    if (s.t !== v.prev.t) v.switched += 1;
     compareSamples(v, v.ref, v.prev, s);
     v.prev = s;
   };
@@ -777,7 +798,8 @@
     if (!v) return null;
     return {
       samples: v.samples, compared: v.compared, deep: v.deep, draws: v.ref ? v.ref.draws.length : 0,
-      kept: v.keptMin, claimed: v.claimed, claimed_explained: v.claimedMax, claimed_explained_min: v.claimedMin,
+      kept: v.keptMin, claimed: v.claimed, confirmed: v.confirmed, claimed_explained: v.claimedMax,
+      claimed_explained_min: v.claimedMin, still_explained: v.stillMax,
       found_explained: v.foundMax,
       // evidence of change beyond the view's motion counts when seen; none only when every compared sample could tell
       beyond: v.beyondMax > 0 ? v.beyondMax : v.compared > 0 && v.beyondUnknown === 0 ? 0 : null,

@@ -22,10 +22,13 @@ class ViewRecord(BaseModel):
     deep: bool = Field(False, description="some draw that reached the screen had a transform giving depth")
     draws: int = Field(0, description="draws of the target nearest the screen in the first record")
     kept: float | None = Field(None, description="least share of the first record's draws drawn again with the same matrices")
-    claimed: int = Field(0, description="records in which the page's camera moved measurably since the first")
+    claimed: int = Field(0, description="records in which the page's camera moved measurably since the one before")
+    confirmed: int = Field(0, description="of those, records its motion explained more of than a view that did not move")
     claimed_explained: float | None = Field(
-        None, description="most share of the first record's draws found moved exactly as the page's camera moved")
+        None, description="most share of a record's draws found moved exactly as the page's camera moved")
     claimed_explained_min: float | None = None
+    still_explained: float | None = Field(None, description="most share of a record's draws drawn again unchanged, "
+                                                            "where the page's camera moved")
     found_explained: float | None = Field(None, description="most share explained by the draws' own common motion, when searched")
     beyond: int | None = Field(None, description="draws moved (or new) beyond the view's motion, inside the view; "
                                                  "null when the view's motion could not be told")
@@ -38,7 +41,7 @@ def probe_rules(rubric: Rubric) -> str:
     spec = rubric.items["7"]
     return json.dumps({
         "sample_ms": spec["view_sample_ms"], "max_samples": spec["view_max_samples"],
-        "min_explained": spec["min_explained_share"], "min_kept": spec["min_kept_share"], "inside": spec["view_inside"],
+        "min_found": spec["min_found_share"], "min_kept": spec["min_kept_share"], "inside": spec["view_inside"],
     })
 
 
@@ -56,17 +59,19 @@ def record(window: dict) -> ViewRecord | None:
 def camera_drawn(window: dict, rubric: Rubric) -> bool | None:
     """Was the picture drawn with the page's camera in this window?
 
-    True when its motion explains what was drawn; False when it moved but what was drawn did not
-    move with it (or nothing was drawn with depth); None when its motion could not be tested
-    (the camera did not move measurably between the records)."""
+    True when, in most records where it moved, its motion explained more of what was drawn than a
+    view that did not move would; False when mostly it did not (what was drawn did not move with
+    it), or nothing was drawn with depth; None when its motion could not be tested (it did not
+    move measurably between the records)."""
     v = record(window)
     if v is None or v.samples == 0 or not window.get("camera"):
         return None
     if not v.deep:
         return False
     spec = rubric.items["7"]
-    if v.claimed and v.claimed_explained is not None:
-        return v.claimed_explained >= spec["min_explained_share"]
+    if v.claimed:
+        refuted = v.claimed - v.confirmed
+        return True if v.confirmed > refuted else False if refuted > v.confirmed else None
     moved = (window.get("max_degrees") or 0) >= spec["min_degrees"] or (window.get("max_move") or 0) >= spec["min_move"]
     if window.get("camera") and moved and v.kept is not None and v.kept >= spec["min_kept_share"]:
         return False
