@@ -78,14 +78,22 @@
     // The native getter's brand check works across frames; an OffscreenCanvas has no document.
     const ownerDoc = (c) => { try { return apply(ownerOf, c, []); } catch (e) { return null; } };
     const doc = document;
+    // (3.0) Nor may any other of its WebGL functions act on such a context: uniforms, bindings or
+    // draws set through them would be out of the top frame's record of what was drawn with.
+    const names = Object.getOwnPropertyNames, describe = Object.getOwnPropertyDescriptor;
     for (const proto of glProtos) {
-      const getError = proto.getError, canvas = canvasOf(proto);
-      proto.getError = function getError_() {
-        const c = apply(canvas, this, []);
-        const owner = c ? ownerDoc(c) : null;
-        if (owner && owner !== doc) throw new TypeError('Illegal invocation');
-        return apply(getError, this, []);
-      };
+      const canvas = canvasOf(proto);
+      for (const name of names(proto)) {
+        const d = describe(proto, name);
+        if (name === 'constructor' || !d || typeof d.value !== 'function') continue;
+        const orig = d.value;
+        proto[name] = function (...args) {
+          const c = apply(canvas, this, []);
+          const owner = c ? ownerDoc(c) : null;
+          if (owner && owner !== doc) throw new TypeError('Illegal invocation');
+          return apply(orig, this, args);
+        };
+      }
     }
     return;
   }
@@ -375,6 +383,7 @@
   // canvas is.
   const VIEW = %VIEW_RULES%;
   const F32 = Float32Array, F64 = Float64Array;
+  const typedTag = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), Symbol.toStringTag).get;
   const arrSort = Array.prototype.sort;
   const put = (a, v) => {
     const d = bare(null); d.value = v; d.writable = true; d.enumerable = true; d.configurable = true;
@@ -401,10 +410,13 @@
   const givesDepth = (v) => M.abs(v[3]) + M.abs(v[7]) + M.abs(v[11]) > 1e-7 ||
     M.abs(v[8]) + M.abs(v[9]) > 1e-6 * (M.abs(v[0]) + M.abs(v[5]) + M.abs(v[10]));
   const perspective = (v) => M.abs(v[3]) + M.abs(v[7]) + M.abs(v[11]) > 1e-7;
-  const after = (proto, name, fn) => {
+  // `prep` reads the arguments once, before the native call, and hands the native what it read:
+  // a page's array or object read twice could tell WebGL one thing and the record another.
+  const after = (proto, name, fn, prep) => {
     const orig = proto && proto[name];
     if (typeof orig !== 'function') return;
     proto[name] = function (...args) {
+      if (prep) prep(args);
       const out = apply(orig, this, args);
       try { fn(this, args, out); } catch (e) { /* never break the page */ }
       return out;
@@ -430,6 +442,15 @@
       else for (let k = 0; k < 16; k++) v[k] = +data[off + k];
       const deep = givesDepth(v);
       if (deep !== e.deep) { s.prog.deep += deep ? 1 : -1; e.deep = deep; }
+    }, (a) => {
+      a[1] = !!a[1];
+      if (a.length > 3 && a[3] !== undefined) a[3] = +a[3];
+      if (a.length > 4 && a[4] !== undefined) a[4] = +a[4];
+      if (apply(typedTag, a[2], []) !== 'Float32Array' && a[2] !== null && typeof a[2] === 'object') {
+        const n = M.min(+a[2].length | 0, 65536), copy = new F32(n > 0 ? n : 0);
+        for (let k = 0; k < n; k++) copy[k] = +a[2][k];
+        a[2] = copy;
+      }
     });
     after(proto, 'bindFramebuffer', (ctx, a) => {
       const s = ctxOf(ctx), fb = a[1] || null;
@@ -443,7 +464,8 @@
     after(proto, 'framebufferTextureLayer', (ctx, a) => attach(ctx, a[0], a[2]));
     after(proto, 'activeTexture', (ctx, a) => { ctxOf(ctx).unit = (a[0] | 0) - TEXTURE0; });
     after(proto, 'bindTexture', (ctx, a) => { const s = ctxOf(ctx); s.units[s.unit * 65536 + (a[0] | 0)] = a[1] || null; });
-    after(proto, 'viewport', (ctx, a) => { ctxOf(ctx).vp = [+a[0], +a[1], +a[2], +a[3]]; });
+    after(proto, 'viewport', (ctx, a) => { ctxOf(ctx).vp = [a[0], a[1], a[2], a[3]]; },
+      (a) => { for (let k = 0; k < 4; k++) a[k] = +a[k]; });
     after(proto, 'blitFramebuffer', (ctx) => { if (rec !== null) recordOp(ctx, ctxOf(ctx), -1, null, null); });
   }
 
