@@ -106,8 +106,3 @@ def moved_beyond_view(window: dict) -> int | None:
     v = record(window)
     return None if v is None else v.beyond
 
-
-def figures(window: dict) -> dict | None:
-    """The record as check.json shows it beside an item's figures."""
-    v = record(window)
-    return None if v is None else v.model_dump()
