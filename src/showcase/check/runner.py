@@ -33,6 +33,7 @@ from showcase.browser.seal import browser_pid
 from showcase.check.session import BoundedPage, StopMeasuring
 from showcase.check.view import probe_rules
 from showcase.check.visible import Visible, apply_visible
+from showcase.check.inputs import ControlInputs, dispatch, new_seed, plan_inputs
 from showcase.check.language import identifier as language_identifier
 from showcase.check.visible_text import VisibleText, capture as capture_text, visible_text
 from showcase.errors import InfraError, UserError
@@ -87,9 +88,10 @@ class Measurements:
 
 
 class _Measure:
-    def __init__(self, bp: BoundedPage, rubric: Rubric):
+    def __init__(self, bp: BoundedPage, rubric: Rubric, inputs: ControlInputs):
         self.bp = bp
         self.r = rubric
+        self.inputs = inputs
         self.t = rubric.timing
         self.m = Measurements()
         self.prev: Shot | None = None
@@ -279,7 +281,7 @@ class _Measure:
         is taken while that step runs.
         """
         spec = self.r.items["10"]
-        inputs = [None, lambda: self.wheel(1), lambda: self.wheel(-1), None, lambda: self.drag(1), lambda: self.drag(-1)]
+        inputs = [None if name not in self.inputs.steps else (lambda name=name: self.send(name)) for name in STEP_NAMES]
         plan = list(zip(STEP_NAMES, inputs))
         shots: list[tuple[str, bytes]] = []
         try:
@@ -388,29 +390,11 @@ class _Measure:
             m.text_sources[k] = max(m.text_sources.get(k, 0), v)
         m.text_dropped = max(m.text_dropped, seen.dropped)
 
-    def wheel(self, sign: int) -> tuple[asyncio.Future, dict]:
-        """Wheel notches at the centre, dispatched; and what the probe must see of them."""
-        spec = self.r.items["10"]
-        cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-        notch = {"type": "mouseWheel", "x": cx, "y": cy, "deltaX": 0, "deltaY": sign * spec["wheel_delta"]}
-        n = int(spec["wheel_notches"])
-        return asyncio.ensure_future(self.bp.mouse("mouse wheel", [notch] * n)), {"wheel": abs(spec["wheel_delta"]) * n}
-
-    def drag(self, sign: int) -> tuple[asyncio.Future, dict]:
-        """From the centre `sign` times (drag_dx, drag_dy) and release; the pointer then rests at the centre.
-
-        Dispatched; the probe waits for the resting move, the last event."""
-        spec = self.r.items["10"]
-        cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-        n = int(spec["drag_moves"])
-        left = {"button": "left", "buttons": 1}
-        events = [{"type": "mousePressed", "x": cx, "y": cy, "clickCount": 1, **left}]
-        events += [{"type": "mouseMoved", "x": cx + sign * spec["drag_dx"] * k / n, "y": cy + sign * spec["drag_dy"] * k / n, **left}
-                   for k in range(1, n + 1)]
-        end = (cx + sign * spec["drag_dx"], cy + sign * spec["drag_dy"])
-        events += [{"type": "mouseReleased", "x": end[0], "y": end[1], "button": "left", "buttons": 0, "clickCount": 1},
-                   {"type": "mouseMoved", "x": cx, "y": cy, "button": "none", "buttons": 0}]
-        return asyncio.ensure_future(self.bp.mouse("mouse drag", events)), {"drag": True}
+    def send(self, step: str) -> tuple[asyncio.Future, dict]:
+        """The step's events (the seeded plan: showcase.check.inputs), dispatched at their pace; and
+        what the probe must see of them before the step may end."""
+        events = self.inputs.steps[step]
+        return asyncio.ensure_future(dispatch(self.bp, f"mouse {step}", events)), self.inputs.expect(step)
 
     async def run(self) -> Measurements:
         m, bp, t = self.m, self.bp, self.t
@@ -442,11 +426,11 @@ class _Measure:
             m.world = early["world"]
             self.note_text(text)
             m.load_end_s = bp.events.now()
-            # The pointer rests at the centre from here on, as a viewer's would; moving it there
-            # now (not just before the controls) saves a frame-bound call and a screenshot later.
-            # It is moved while the frame after ready is awaited: both are over before window 1.
-            cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-            move = bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
+            # The pointer rests (at the plan's point) from here on, as a viewer's would; moving it
+            # there now (not just before the controls) saves a frame-bound call and a screenshot
+            # later. It is moved while the frame after ready is awaited: both are over before window 1.
+            rx, ry = self.inputs.rest
+            move = bp.call("mouse move", lambda: bp.page.mouse.move(rx, ry))
             await _both(move, self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
                                                _after_ready(early["world"], early["clock"]), "waiting for a frame after ready"))
             mark("tour window 1")
@@ -608,11 +592,14 @@ async def check_page(
     page_name: str = "<bytes>",
     extra_browser_args: list[str] | None = None,
     task: Task | None = None,
+    seed: int | None = None,
 ) -> CheckReport:
     """Score one page on the ten items. The page's faults are scored; ours raise InfraError.
 
-    task: whose import map the offline CDN answers (None: the default task's)."""
+    task: whose import map the offline CDN answers (None: the default task's).
+    seed: draws the control steps' inputs (None: a new one; check.json records it either way)."""
     rubric = load_rubric()
+    inputs = plan_inputs(new_seed() if seed is None else seed, rubric)
     # The probe hands its api to us with a token no page can know (it lives only in the probe's closure).
     token = f"showcase-probe-{uuid.uuid4().hex}"
     scripts = [load_script("ready.js"), load_script("probe.js").replace("%TOKEN%", token).replace("%VIEW_RULES%", probe_rules(rubric))]
@@ -640,7 +627,7 @@ async def check_page(
             bp.probe_token = token
             await warm
             launched_s = round(time.monotonic() - started, 2)
-            measure = _Measure(bp, rubric)
+            measure = _Measure(bp, rubric, inputs)
             try:
                 # Every call inside is bounded; this outer bound is the last line of defence.
                 await asyncio.wait_for(measure.run(), max(1.0, deadline - time.monotonic() + 5))
@@ -687,6 +674,7 @@ async def check_page(
         cpu_share=share,
         webgl_pictures=m.gl_pictures,
         phases=m.phases,
+        control_inputs=inputs,
     )
 
 
@@ -714,12 +702,12 @@ def looks_like_html(data: bytes) -> bool:
     return re.search(r"<\s*(!doctype\s+html|html|head|body|script|canvas|div|title|meta|style)\b", text, re.I) is not None
 
 
-def check_file(path: Path, out_dir: Path, npm_dir: Path | None = None) -> CheckReport:
+def check_file(path: Path, out_dir: Path, npm_dir: Path | None = None, seed: int | None = None) -> CheckReport:
     """Check one file; write out_dir/check.json and out_dir/screenshot.png atomically."""
     html = read_page(path)
     out_dir = Path(out_dir)
     report = asyncio.run(
-        check_page(html, npm_dir=npm_dir, screenshot_path=out_dir / "screenshot.png", page_name=str(path))
+        check_page(html, npm_dir=npm_dir, screenshot_path=out_dir / "screenshot.png", page_name=str(path), seed=seed)
     )
     write_report(report, out_dir)
     return report
