@@ -976,6 +976,21 @@
     defineOwn(sc.waiters, sc.waiters.length, { value: check, writable: true, enumerable: true, configurable: true });
     apply(setTimer, window, [() => { if (check()) sc.poll(); }, maxMs + 1]);
   });
+  // Resolves once the open window's opening picture is taken (the page drew a frame since it
+  // opened), or after maxMs. The checker sends a step's input only then: on a page drawing under
+  // 1 fps the input could otherwise reach the page before its first frame in the step, and the
+  // picture that should show the view before the input would show the answer already (3.0).
+  const pictured = (maxMs) => new Prom((resolve) => {
+    const t0 = clock();
+    const check = () => {
+      if (armed !== null && clock() - t0 < maxMs) return false;
+      resolve(armed === null);
+      return true;
+    };
+    if (check()) return;
+    defineOwn(sc.waiters, sc.waiters.length, { value: check, writable: true, enumerable: true, configurable: true });
+    apply(setTimer, window, [() => { if (check()) sc.poll(); }, maxMs + 1]);
+  });
 
   // --- camera pose through window.scene.onBeforeRender ---
   const poseOf = (m) => {
@@ -1143,8 +1158,10 @@
 
   // Wait in the page, not by polling it (at 1 fps every call waits for a frame): resolves at the
   // first of our own frames (or timer) when the window has lasted minMs and shown minFrames
-  // frames in which the page drew, or has lasted minMs without any drawn frame for at least 1 s
-  // (a page that does not draw gets no extension), or has lasted maxMs. With `next` the window
+  // frames in which the page drew, or has lasted minMs without any drawn frame for at least quietMs
+  // (a page that does not draw gets no extension; the checker makes it a few of the page's own frame
+  // times, at least 1 s, so a page drawing under 1 fps is not taken for one that never draws), or
+  // has lasted maxMs. With `next` the window
   // read is closed and the next one opened in the same moment, so control steps follow each
   // other without a gap and without an extra call.
   sc.waiters = [];
@@ -1160,13 +1177,14 @@
   // {wheel: d} until trusted wheels summing |deltaY| >= d reached the page (coalesced wheels add
   // their deltas), {drag: true} until a move without buttons came after the release.
   const inputDone = (w, expect) => !expect || (expect.wheel ? w.wheeled >= expect.wheel * 0.99 : !expect.drag || w.rested);
-  sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow, expect) => new Prom((resolve) => {
+  sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow, expect, quietMs) => new Prom((resolve) => {
     const w = sc.win;
     if (!w) { resolve(null); return; }
     const after = sc.frames + (sc.cur.calls > 0 ? 1 : 0) + (fromNow ? 1 : 0);
     // maxMs counts from this call, not from the window's opening: the screenshot and the input
     // that came between (seconds each on a slow page) must not use up the step's own frames.
     const called = clock();
+    const quiet = minMs > quietMs ? minMs : quietMs;
     let done = false;
     const check = () => {
       if (done) return true;
@@ -1174,7 +1192,7 @@
       // A step with an input also waits for the input to reach the page (the acknowledgement of
       // its dispatch can come frames before that) and for a frame drawn wholly after its last event.
       const enough = f >= minFrames && sc.frames >= after && (!fromNow || (w.input && inputDone(w, expect) && sc.frames >= w.inputAfter));
-      if (!((el >= minMs && (enough || (f === 0 && el >= (minMs > 1000 ? minMs : 1000)))) || clock() - called >= maxMs)) return false;
+      if (!((el >= minMs && (enough || (f === 0 && el >= quiet))) || clock() - called >= maxMs)) return false;
       done = true;
       const out = sc.readWindow();
       if (next) { try { sc.attach(); } catch (e) { /* a broken scene only costs the camera */ } sc.startWindow(); }
@@ -1185,7 +1203,7 @@
     if (check()) return;
     sc.waiters.push(check);
     const el = clock() - w.t0;
-    for (const at of [minMs - el, (minMs > 1000 ? minMs : 1000) - el, maxMs]) if (at > 0) apply(setTimer, window, [() => { if (check()) sc.poll(); }, at + 1]);
+    for (const at of [minMs - el, quiet - el, maxMs]) if (at > 0) apply(setTimer, window, [() => { if (check()) sc.poll(); }, at + 1]);
   });
 
   // The moment an input reaches the page, before any of its own listeners: ours are the first on
@@ -1411,8 +1429,8 @@
     attach: () => sc.attach(),
     startWindow: () => sc.startWindow(),
     readWindow: () => sc.readWindow(),
-    waitFrames: (minFrames, minMs, maxMs, next, fromNow, expect) => sc.waitFrames(minFrames, minMs, maxMs, !!next, !!fromNow,
-      expect && typeof expect === 'object' ? { wheel: +expect.wheel || 0, drag: !!expect.drag } : null),
+    waitFrames: (minFrames, minMs, maxMs, next, fromNow, expect, quietMs) => sc.waitFrames(minFrames, minMs, maxMs, !!next, !!fromNow,
+      expect && typeof expect === 'object' ? { wheel: +expect.wheel || 0, drag: !!expect.drag } : null, +quietMs > 1000 ? +quietMs : 1000),
     frames: () => ({ frames: sc.frames, ticks: sc.ticks, posed: sc.posed }),
     snapshot: () => sc.snapshot(),
     compare: (i, j) => sc.compare(i, j),
@@ -1421,6 +1439,7 @@
     contexts: () => ({ webgl: sc.webglContexts, c2d: sc.canvas2dContexts }),
     gl: () => glChanges(),
     glSettled: (maxMs) => glSettled(+maxMs || 0),
+    pictured: (maxMs) => pictured(+maxMs || 0),
   });
   apply(debug, con, [TOKEN, api]);
 })();

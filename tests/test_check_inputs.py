@@ -3,7 +3,9 @@ signature fails, a page that answers a person's wheel and drag passes, and a see
 
 Real Chromium for the pages. The forgeries answer exactly 2.7's fixed inputs: one zooms only for
 wheel notches of 120 px at the centre pixel, the other turns only for a drag released at exactly
-centre + (240, 60); their twin answers any wheel and any drag (while the button is held).
+centre + (240, 60); their twin answers any wheel and any drag (while the button is held). A page
+drawing about 0.7 frames a second (its main thread busy 0.3 s of each frame) has its controls
+judged on the frames it draws, within the bound.
 """
 
 import asyncio
@@ -21,6 +23,7 @@ from showcase.check.runner import check_page
 
 PAGES = Path(__file__).resolve().parent / "pages"
 TWIN, FORGERIES = "errtext_ctl_twin", ("errtext_ctl_wheel", "errtext_ctl_drag")
+SLOW = "errtext_ctl_slow"
 SEED = 20261204  # the twin is checked through the command line with this seed
 
 
@@ -75,10 +78,10 @@ def scored(tmp_path_factory) -> dict[str, CheckReport]:
         return saved
 
     async def run():
-        forged = [check_page((PAGES / f"{n}.html").read_bytes(), page_name=n) for n in FORGERIES]
-        return await asyncio.gather(cli_twin(), *forged)
+        others = [check_page((PAGES / f"{n}.html").read_bytes(), page_name=n) for n in (*FORGERIES, SLOW)]
+        return await asyncio.gather(cli_twin(), *others)
 
-    return dict(zip((TWIN, *FORGERIES), asyncio.run(run())))
+    return dict(zip((TWIN, *FORGERIES, SLOW), asyncio.run(run())))
 
 
 def test_controls_answering_one_signature_fail_and_a_persons_controls_pass(scored):
@@ -96,3 +99,13 @@ def test_controls_answering_one_signature_fail_and_a_persons_controls_pass(score
         assert not forged.passed and not forged.figures[fails]["answered"], (name, seed, forged.figures)
         other = "drag" if fails == "wheel" else "wheel"
         assert forged.figures[other]["answered"], (name, seed, forged.figures)  # what it answers honestly still counts
+
+
+def test_a_page_under_one_frame_a_second_has_its_controls_judged_on_the_frames_it_draws(scored):
+    report = scored[SLOW]
+    assert item(report, "5").figures["fps"] < 1.0, item(report, "5").figures
+    assert report.stopped is None and report.seconds - report.phases["launch"] <= load_rubric().timing.max_check_s
+    ten = item(report, "10")
+    assert ten.passed, (report.control_inputs.seed, ten.reason, ten.figures)
+    assert ten.figures["measured_by"] == "camera pose and pixels"
+    assert ten.figures["wheel"]["zoom_response"] >= 0.06 and ten.figures["drag"]["yaw_response"] >= 6

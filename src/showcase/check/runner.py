@@ -260,6 +260,20 @@ class _Measure:
         rest = self.STEPS * self.step_need_s() + (self.t.window_s + 2 * (self.frame_s or 0.5) if index == 1 else 0) + 2
         return max(self.t.window_s, min(self.t.window_max_s, self.bp.remaining() - rest))
 
+    async def until_pictured(self) -> None:
+        """Before a step's input: wait (beside its screenshot) until the page drew its first frame in
+        the step, whose WebGL picture is what the step's answer is compared with. Only a page that
+        drew in tour window 2 is waited for, at most a few of its frame times."""
+        if self.frame_s is None or self.m.gl_pictures is False:
+            return
+        wait_s = min(self.quiet_s(), max(0.0, self.bp.remaining() - 2))
+        await self.bp.probe(f"this.pictured({wait_s * 1000:.0f})", "waiting for a step's first frame", wait_s=wait_s)
+
+    def quiet_s(self) -> float:
+        """How long a step without any drawn frame lasts before the page is taken for one that does not
+        draw: a few of its own frame times (a page at 0.6 fps draws none in most 1 s spans), at least 1 s."""
+        return max(1.0, 2.5 * (self.frame_s or 0.0))
+
     def step_bound(self, steps_left: int) -> float:
         """How long a step may wait for its frames, from the call that waits (after its input)."""
         # a screenshot and an input each wait for a frame or two besides the step's own frames;
@@ -314,7 +328,7 @@ class _Measure:
                 c = time.monotonic()
                 call = self.bp.probe(
                     f"this.waitFrames({int(t.step_min_frames)}, {t.step_s * 1000:.0f}, {bound * 1000:.0f}, {more}, {after_input}, "
-                    f"{json.dumps(expect)})", what, wait_s=bound)
+                    f"{json.dumps(expect)}, {self.quiet_s() * 1000:.0f})", what, wait_s=bound)
                 if dispatch is not None:
                     got = await _beside(call, dispatch, spent)
                 elif pending is not None:
@@ -344,7 +358,8 @@ class _Measure:
                     pending = self._timed_shot(spent, before)
                     continue
                 if i + 1 < len(plan):
-                    shots.append((name, await self._timed_shot(spent, before)))
+                    shot, _ = await _both(self._timed_shot(spent, before), self.until_pictured())
+                    shots.append((name, shot))
                     continue
                 # The last step: its picture, and beside it the pictures of what WebGL drew after it.
                 png, gl = await asyncio.gather(self._timed_shot(spent, before), self.settle_gl(), return_exceptions=True)
