@@ -17,6 +17,7 @@ Not checked (open): text covered by something painted over it, text coloured lik
 """
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 STYLES = ["opacity", "visibility", "overflow-x", "overflow-y", "position"]
@@ -64,7 +65,6 @@ class _Document:
 
     def __init__(self, snap: dict, doc: dict, offset: tuple[float, float], clip: Rect, opacity: float, visible: bool):
         self.s = snap["strings"]
-        self.doc = doc
         self.offset, self.clip, self.opacity, self.visible = offset, clip, opacity, visible
         nodes = doc["nodes"]
         self.parent = nodes.get("parentIndex", [])
@@ -110,7 +110,7 @@ class _Document:
         if not self.visible or self.style(li, VISIBILITY) in ("hidden", "collapse"):
             return None
         own = self.rect(li)
-        if own[2] - own[0] < min_px or own[3] - own[1] < min_px:
+        if own[3] - own[1] < min_px or own[2] <= own[0]:  # too low to read (a narrow "1" is still read)
             return None
         seen = _intersect(own, self.clip)
         opacity = self.opacity
@@ -161,10 +161,25 @@ class _Document:
             ni = self.parent[ni]
             seen += 1
 
+    @cached_property
+    def children(self) -> dict[int, list[int]]:
+        kids: dict[int, list[int]] = {}
+        for c, p in enumerate(self.parent):
+            kids.setdefault(p, []).append(c)
+        return kids
+
+    def descendants(self, ni: int, limit: int = 10_000) -> list[int]:
+        out, stack = [], list(self.children.get(ni, []))
+        while stack and len(out) < limit:
+            c = stack.pop()
+            out.append(c)
+            stack.extend(self.children.get(c, []))
+        return sorted(out)
+
     def node_text(self, ni: int) -> str:
         """The text of an element's text children (an option's label)."""
-        return " ".join(self.string(self.value[c]).strip() for c in range(len(self.parent))
-                        if self.parent[c] == ni and self.name[c] == "#TEXT" and c < len(self.value)).strip()
+        return " ".join(self.string(self.value[c]).strip() for c in self.children.get(ni, [])
+                        if self.name[c] == "#TEXT" and c < len(self.value)).strip()
 
 
 def visible_text(snap: dict, viewport: tuple[int, int], min_opacity: float, min_px: float) -> VisibleText:
@@ -236,7 +251,7 @@ def _form_text(d: _Document, ni: int, li: int, min_opacity: float, min_px: float
         keep("form", value or d.attr(ni, "placeholder") or "")
     else:
         listbox = d.attr(ni, "multiple") is not None or (d.attr(ni, "size") or "1").strip() not in ("", "0", "1")
-        options = [c for c in range(len(d.parent)) if d.name[c] == "OPTION" and ni in d._ancestors(d.parent[c])]
+        options = [c for c in d.descendants(ni) if d.name[c] == "OPTION"]
         shown = options if listbox else ([c for c in options if c in d.selected][:1] or options[:1])
         for c in shown:
             keep("form", d.node_text(c))
