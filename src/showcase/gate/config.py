@@ -60,8 +60,9 @@ class GateLimits(BaseModel):
     """A body larger than this is not kept under bodies/; its log line says so."""
 
     max_stored_bytes: int = Field(1024 * MiB, gt=0)
-    """Bodies kept under bodies/ in all; past it, further bodies are not kept (each line says so).
-    Every request repeats the agent's history, so a long run keeps hundreds of MB."""
+    """Bodies kept under bodies/ and gate.log's field entries, in all; past it, further bodies are
+    not kept and lines list no field entries, only their count (each line says so). Every request
+    repeats the agent's history, so a long run keeps hundreds of MB."""
 
 
 class GateConfig(BaseModel):

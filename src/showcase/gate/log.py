@@ -96,6 +96,8 @@ class RequestFields(BaseModel):
     changed: list[ChangedField] = Field(default_factory=list, description="fields set to another value, each with why")
     removed: list[RemovedField] = Field(default_factory=list, description="fields not forwarded, each with why")
     not_listed: int = Field(0, description=f"entries left out past the first {MAX_FIELD_ENTRIES} of this request")
+    not_listed_why: str | None = Field(
+        None, description="why no entry is listed at all (the gate's storage cap was reached: only counted)")
 
     @classmethod
     def bounded(cls, changed: list[tuple[str, str, bool, Any, Any]], removed: list[tuple[str, str, Any]]) -> "RequestFields":
@@ -176,7 +178,7 @@ class GateLogLine(BaseModel):
     @classmethod
     def _fields_of_older_lines(cls, value: Any) -> Any:
         # Lines written before fields had `changed`/`removed` held {dotted path: {present, requested, enforced}}.
-        if isinstance(value, dict) and value and not value.keys() <= {"changed", "removed", "not_listed"}:
+        if isinstance(value, dict) and value and not value.keys() <= set(RequestFields.model_fields):
             return {"changed": [{"field": name, "why": "forced", **change} for name, change in value.items()
                                 if isinstance(change, dict)]}
         return value
@@ -225,7 +227,10 @@ class GateRecorder:
         self.keep_bodies = keep_bodies
         self.max_body_bytes = max_body_bytes
         self.max_total_bytes = max_total_bytes
-        self.kept_bytes = 0  # handed over to be kept so far (counted here, not when written)
+        self.kept_bytes = 0  # bodies handed over to be kept so far (counted here, not when written)
+        # What gate.log's field entries took so far (counted in the writer): they share the storage
+        # cap with the bodies, since the agent chooses their size. A line's own facts always land.
+        self.fields_bytes = 0
         if keep_bodies:
             self.bodies_dir.mkdir(exist_ok=True)
         self.log_path.touch()
@@ -248,7 +253,7 @@ class GateRecorder:
             return None, None
         if self.max_body_bytes is not None and size > self.max_body_bytes:
             return None, f"{size} bytes, over the {self.max_body_bytes}-byte cap on one stored body"
-        if self.max_total_bytes is not None and self.kept_bytes + size > self.max_total_bytes:
+        if self.max_total_bytes is not None and self.kept_bytes + self.fields_bytes + size > self.max_total_bytes:
             return None, f"{size} bytes; the {self.max_total_bytes}-byte cap on all stored bodies is reached"
         self.kept_bytes += size
         self._queue.put(("body", f"{self._dir_str}/{name}", data))
@@ -300,6 +305,19 @@ class GateRecorder:
             self.write_errors.append(f"{kind} {path}: {exc.__class__.__name__}: {exc}")
 
     def _write_line(self, line: GateLogLine) -> None:
+        entries = line.fields.changed or line.fields.removed
+        if entries and self.max_total_bytes is not None:
+            try:
+                size = len(line.fields.model_dump_json())
+            except ValueError:  # a lone surrogate in a value: its escaped form is what lands
+                size = len(json.dumps(_escaped(line.fields.model_dump())))
+            if self.kept_bytes + self.fields_bytes + size > self.max_total_bytes:
+                fields = line.fields
+                line.fields = RequestFields(
+                    not_listed=len(fields.changed) + len(fields.removed) + fields.not_listed,
+                    not_listed_why=f"the {self.max_total_bytes}-byte cap on what the gate stores is reached")
+            else:
+                self.fields_bytes += size
         try:
             append_jsonl(self.log_path, line)
         except ValueError:
