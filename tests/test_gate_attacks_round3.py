@@ -411,13 +411,14 @@ def _rss_bytes() -> int:
     return 0
 
 
-@hole("unfinished bodies on many connections are all held in memory: no bound across requests")
 def test_memory_stays_bounded_with_many_unfinished_bodies(rig, upstream):
     """docs/gate.md bounds each body (`max_request_bytes`), but nothing bounds how many are held at
     once: 120 connections each sending 1.9 MiB of a 2 MiB body and then waiting (a run's gate has
     no `answer_s`: they are held until the hard stop) make the gate hold ~230 MiB. With the default
     32 MiB cap, 200 connections are 6.4 GB: the host process (gate, watcher, run) is OOM-killed.
-    Impact: the agent crashes its own run's host with a few lines of Python."""
+    Impact: the agent crashes its own run's host with a few lines of Python.
+    Closed by `limits.max_held_request_bytes` (64 MiB): past it a request is answered 503
+    `gate_busy` at once and its connection closed, counted as blocked."""
     r = rig(settings={"limits": GateLimits(max_request_bytes=2 << 20)})
     body_len = 2 << 20
     chunk = b"x" * ((2 << 20) - (128 << 10))
@@ -432,10 +433,18 @@ def test_memory_stays_bounded_with_many_unfinished_bodies(rig, upstream):
             held.append(s)
         time.sleep(3)
         grown = _rss_bytes() - before
+        held[-1].settimeout(10)
+        refused = held[-1].recv(65536)
     finally:
         for s in held:
             s.close()
     assert grown < 96 << 20, f"the gate holds {grown / (1 << 20):.0f} MiB for 120 unfinished uploads"
+    assert refused.startswith(b"HTTP/1.1 503") and b"gate_busy" in refused, refused[:300]
+    # Their bodies are given back once they are gone: a request is served again.
+    assert wait_until(lambda: post(r, "/v1/chat/completions", {"messages": MSG}).status_code == 200, 10)
+    lines = r.lines(121)
+    assert sum(line.blocked_why == "request bodies held over the gate's cap" for line in lines) >= 60, \
+        [line.blocked_why for line in lines][:5]
 
 
 class EchoingUpstream:

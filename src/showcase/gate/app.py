@@ -103,6 +103,10 @@ class _Live:
         return self.cut is not None and self.cut[0] == "client_gone"
 
 
+class _HeldBodiesFull(Exception):
+    """Taking this body (or its next chunk) would pass the gate-wide cap on request bodies held at once."""
+
+
 class _GateApp:
     """The gate as an ASGI 3 app (a plain object with an async __call__, as servers expect)."""
 
@@ -137,6 +141,7 @@ class Gate:
         self._pool: httpcore.AsyncConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the serving loop, for the hard stop's cut
         self._live: set[_Live] = set()
+        self._held_request_bytes = 0  # request-body bytes of every request under way (limits.max_held_request_bytes)
         upstream = urlsplit(config.upstream)
         self._upstream_host = upstream.netloc.rpartition("@")[2].encode("idna")
         # The upstream's origin, parsed once (not once per request).
@@ -208,7 +213,15 @@ class Gate:
         if scope["type"] != "http" or any(route.matches(scope)[0] != Match.NONE for route in self._tool_routes):
             await self._tools_app(scope, receive, send)
             return
-        response = await self._proxy(Request(scope, receive))
+        request = Request(scope, receive)
+        try:
+            await self._serve(request, scope, receive, send)
+        finally:
+            # The body's bytes are held until its answer ended (the record and the stream need them).
+            self._held_request_bytes -= request.scope.get("gate.held_bytes", 0)
+
+    async def _serve(self, request: Request, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self._proxy(request)
         live: _Live | None = getattr(response, "gate_live", None)
         if live is not None:
             # The stream's sends raise OSError once the client left (ASGI 2.4's contract, kept by
@@ -336,6 +349,11 @@ class Gate:
                 read = await self._read_body(request, cap, line)
         except TimeoutError:
             return self._body_cut(line, arrived, self._cut_due(live, loop, _TIMER_SLACK_S))
+        except _HeldBodiesFull:
+            held_cap = self.config.limits.max_held_request_bytes
+            return self._refuse(line, arrived, request, 503, "gate_busy", "request bodies held over the gate's cap",
+                                f"the gate holds at most {held_cap} bytes of request bodies at once, and this body "
+                                "would pass it; retry once other requests have ended")
         finally:
             live.timeout = None
         if read is None:
@@ -389,19 +407,31 @@ class Gate:
         if live.timeout is not None and not live.timeout.expired():
             live.timeout.reschedule(loop.time())
 
-    @staticmethod
-    async def _read_body(request: Request, cap: int, line: GateLogLine) -> bytes | None:
+    async def _read_body(self, request: Request, cap: int, line: GateLogLine) -> bytes | None:
         """The whole body, or None as soon as it is known to pass `cap` (the rest is never read).
+        Raises _HeldBodiesFull when it would pass the gate-wide cap on bodies held at once, by its
+        Content-Length or by what arrived: each connection holds at most what uvicorn buffers.
 
-        `line.bytes_in` counts what arrived so far, so a body cut on its way is recorded as such."""
+        `line.bytes_in` counts what arrived so far, so a body cut on its way is recorded as such.
+        What is taken is added to the gate's count and to the request's scope (`gate.held_bytes`),
+        from which _asgi gives it back when the request's answer has ended."""
+        held_cap = self.config.limits.max_held_request_bytes
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cap:
-            return None
+        if declared is not None and declared.isdigit():
+            if int(declared) > cap:
+                return None
+            if self._held_request_bytes + int(declared) > held_cap:
+                raise _HeldBodiesFull
+        scope = request.scope
         parts: list[bytes] = []
         async for chunk in request.stream():
             line.bytes_in += len(chunk)
             if line.bytes_in > cap:
                 return None
+            if self._held_request_bytes + len(chunk) > held_cap:
+                raise _HeldBodiesFull
+            self._held_request_bytes += len(chunk)
+            scope["gate.held_bytes"] = scope.get("gate.held_bytes", 0) + len(chunk)
             parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
