@@ -721,26 +721,42 @@ def test_odd_shapes_get_a_clear_answer_and_no_provider_tool(rig, upstream, path,
     assert len(r.lines(1)) == 1
 
 
-def test_a_client_that_stops_reading_then_leaves_is_noticed_and_recorded(rig, upstream):
+@pytest.mark.parametrize("reading", [False, True], ids=["not reading", "reading"])
+def test_a_client_that_stops_reading_then_leaves_is_noticed_and_recorded(rig, upstream, reading):
     """docs/gate.md: "the client leaves ... mid-stream: nothing; the upstream's connection is
     dropped, so its work stops too", counted as not completed. A client that reads nothing for 2 s
-    of a fast stream and then hangs up: the gate keeps reading the upstream (its work goes on,
-    billed) and writing into a dead connection until the answer-size cap, and its line says status
+    of a fast stream and then hangs up: the gate kept reading the upstream (its work goes on,
+    billed) and writing into a dead connection until the answer-size cap, and its line said status
     200, `client_gone: false`, `not_completed: false`, `bytes_out` 64 MiB, though the client got a
     few KB. Impact: the upstream is spent for nobody, and gate.log / gate-stats.json / the run's
-    sentence count an answer delivered that never was."""
+    sentence count an answer delivered that never was. Closed: one watcher notices the client
+    leave, reading or not, within a turn of the loop; the upstream is not read further (what the
+    gate read of it is its stored response body)."""
     from showcase.gate.config import UpstreamTimeouts
 
     r = rig(settings={"upstream_timeout_s": UpstreamTimeouts(stall_s=30, first_byte_s=30, connect_s=2)})
     body = json.dumps({"messages": [{"role": "user", "content": "x [script:flood]"}], "stream": True}).encode()
-    c = socket.create_connection(("127.0.0.1", r.server.tcp_port))
-    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    c = socket.create_connection(("127.0.0.1", r.server.tcp_port), timeout=30)
+    if not reading:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     c.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
-    time.sleep(2)
+    if reading:
+        got = 0
+        while got < 1 << 20:
+            got += len(c.recv(1 << 16))
+    else:
+        time.sleep(2)
     c.close()
+    left = time.monotonic()
     log = r.log_dir / "gate.log"
     assert wait_until(lambda: log.exists() and log.read_text().strip() != "", 60), "no line a minute after the client left"
+    noticed_s = time.monotonic() - left
     line = r.lines(1)[-1]
-    assert line.client_gone or line.not_completed, (line.status, line.error, line.client_gone, line.not_completed)
-    assert line.bytes_out < 16 << 20, f"bytes_out {line.bytes_out} for a client that read nothing"
+    assert line.client_gone and line.not_completed, (line.status, line.error, line.client_gone, line.not_completed)
+    assert line.not_completed_why == "the client left before the answer ended", line.not_completed_why
+    assert noticed_s < 5, f"the line came {noticed_s:.1f} s after the client left"
+    assert line.bytes_out < 16 << 20, f"bytes_out {line.bytes_out} for a client that read at most 1 MiB"
+    [answer] = [name for name in line.bodies if name.endswith(".response.sse")] or [line.bodies_not_kept]
+    read_upstream = (r.log_dir / answer).stat().st_size
+    assert read_upstream < 16 << 20, f"the gate read {read_upstream} bytes of the upstream for a client that left"
