@@ -407,13 +407,14 @@ def _rss_bytes() -> int:
     return 0
 
 
-@hole("unfinished bodies on many connections are all held in memory: no bound across requests")
 def test_memory_stays_bounded_with_many_unfinished_bodies(rig, upstream):
     """docs/gate.md bounds each body (`max_request_bytes`), but nothing bounds how many are held at
     once: 120 connections each sending 1.9 MiB of a 2 MiB body and then waiting (a run's gate has
     no `answer_s`: they are held until the hard stop) make the gate hold ~230 MiB. With the default
     32 MiB cap, 200 connections are 6.4 GB: the host process (gate, watcher, run) is OOM-killed.
-    Impact: the agent crashes its own run's host with a few lines of Python."""
+    Impact: the agent crashes its own run's host with a few lines of Python.
+    Closed by `limits.max_held_request_bytes` (64 MiB): past it a request is answered 503
+    `gate_busy` at once and its connection closed, counted as blocked."""
     r = rig(settings={"limits": GateLimits(max_request_bytes=2 << 20)})
     body_len = 2 << 20
     chunk = b"x" * ((2 << 20) - (128 << 10))
@@ -428,10 +429,18 @@ def test_memory_stays_bounded_with_many_unfinished_bodies(rig, upstream):
             held.append(s)
         time.sleep(3)
         grown = _rss_bytes() - before
+        held[-1].settimeout(10)
+        refused = held[-1].recv(65536)
     finally:
         for s in held:
             s.close()
     assert grown < 96 << 20, f"the gate holds {grown / (1 << 20):.0f} MiB for 120 unfinished uploads"
+    assert refused.startswith(b"HTTP/1.1 503") and b"gate_busy" in refused, refused[:300]
+    # Their bodies are given back once they are gone: a request is served again.
+    assert wait_until(lambda: post(r, "/v1/chat/completions", {"messages": MSG}).status_code == 200, 10)
+    lines = r.lines(121)
+    assert sum(line.blocked_why == "request bodies held over the gate's cap" for line in lines) >= 60, \
+        [line.blocked_why for line in lines][:5]
 
 
 class EchoingUpstream:
@@ -705,28 +714,42 @@ def test_odd_shapes_get_a_clear_answer_and_no_provider_tool(rig, upstream, path,
     assert len(r.lines(1)) == 1
 
 
-@hole("a stream whose client stopped reading and left is not noticed: the gate drains a fast upstream to the "
-      "64 MiB answer cap and records status 200, not client_gone, 64 MiB out")
-def test_a_client_that_stops_reading_then_leaves_is_noticed_and_recorded(rig, upstream):
+@pytest.mark.parametrize("reading", [False, True], ids=["not reading", "reading"])
+def test_a_client_that_stops_reading_then_leaves_is_noticed_and_recorded(rig, upstream, reading):
     """docs/gate.md: "the client leaves ... mid-stream: nothing; the upstream's connection is
     dropped, so its work stops too", counted as not completed. A client that reads nothing for 2 s
-    of a fast stream and then hangs up: the gate keeps reading the upstream (its work goes on,
-    billed) and writing into a dead connection until the answer-size cap, and its line says status
+    of a fast stream and then hangs up: the gate kept reading the upstream (its work goes on,
+    billed) and writing into a dead connection until the answer-size cap, and its line said status
     200, `client_gone: false`, `not_completed: false`, `bytes_out` 64 MiB, though the client got a
     few KB. Impact: the upstream is spent for nobody, and gate.log / gate-stats.json / the run's
-    sentence count an answer delivered that never was."""
+    sentence count an answer delivered that never was. Closed: one watcher notices the client
+    leave, reading or not, within a turn of the loop; the upstream is not read further (what the
+    gate read of it is its stored response body)."""
     from showcase.gate.config import UpstreamTimeouts
 
     r = rig(settings={"upstream_timeout_s": UpstreamTimeouts(stall_s=30, first_byte_s=30, connect_s=2)})
     body = json.dumps({"messages": [{"role": "user", "content": "x [script:flood]"}], "stream": True}).encode()
-    c = socket.create_connection(("127.0.0.1", r.server.tcp_port))
-    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    c = socket.create_connection(("127.0.0.1", r.server.tcp_port), timeout=30)
+    if not reading:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     c.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
-    time.sleep(2)
+    if reading:
+        got = 0
+        while got < 1 << 20:
+            got += len(c.recv(1 << 16))
+    else:
+        time.sleep(2)
     c.close()
+    left = time.monotonic()
     log = r.log_dir / "gate.log"
     assert wait_until(lambda: log.exists() and log.read_text().strip() != "", 60), "no line a minute after the client left"
+    noticed_s = time.monotonic() - left
     line = r.lines(1)[-1]
-    assert line.client_gone or line.not_completed, (line.status, line.error, line.client_gone, line.not_completed)
-    assert line.bytes_out < 16 << 20, f"bytes_out {line.bytes_out} for a client that read nothing"
+    assert line.client_gone and line.not_completed, (line.status, line.error, line.client_gone, line.not_completed)
+    assert line.not_completed_why == "the client left before the answer ended", line.not_completed_why
+    assert noticed_s < 5, f"the line came {noticed_s:.1f} s after the client left"
+    assert line.bytes_out < 16 << 20, f"bytes_out {line.bytes_out} for a client that read at most 1 MiB"
+    [answer] = [name for name in line.bodies if name.endswith(".response.sse")] or [line.bodies_not_kept]
+    read_upstream = (r.log_dir / answer).stat().st_size
+    assert read_upstream < 16 << 20, f"the gate read {read_upstream} bytes of the upstream for a client that left"

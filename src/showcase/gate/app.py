@@ -84,13 +84,22 @@ def _seconds(bound: float | None) -> str:
 class _Live:
     """One answer under way: its deadline, the bound it waits under now, and why it must end."""
 
-    __slots__ = ("deadline", "timeout", "cut", "send_stuck")
+    __slots__ = ("deadline", "timeout", "cut", "send_stuck", "watcher", "sent")
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline  # the serving loop's time at which the answer is cut (inf: only at the hard stop)
         self.timeout: asyncio.Timeout | None = None  # set while waiting for the upstream
         self.cut: tuple[str, str] | None = None  # (error code, why) once it must end
         self.send_stuck = False  # a send to the client outlived the answer's deadline
+        self.watcher: asyncio.Future | None = None  # waits for the client to hang up, from the body's end to the answer's
+        self.sent = 0  # stream bytes handed to the client's connection while the client was there
+
+    def client_gone(self) -> bool:
+        return self.cut is not None and self.cut[0] == "client_gone"
+
+
+class _HeldBodiesFull(Exception):
+    """Taking this body (or its next chunk) would pass the gate-wide cap on request bodies held at once."""
 
 
 class _GateApp:
@@ -127,6 +136,7 @@ class Gate:
         self._pool: httpcore.AsyncConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the serving loop, for the hard stop's cut
         self._live: set[_Live] = set()
+        self._held_request_bytes = 0  # request-body bytes of every request under way (limits.max_held_request_bytes)
         upstream = urlsplit(config.upstream)
         self._upstream_host = upstream.netloc.rpartition("@")[2].encode("idna")
         # The upstream's origin, parsed once (not once per request).
@@ -198,17 +208,34 @@ class Gate:
         if scope["type"] != "http" or any(route.matches(scope)[0] != Match.NONE for route in self._tool_routes):
             await self._tools_app(scope, receive, send)
             return
-        response = await self._proxy(Request(scope, receive))
+        request = Request(scope, receive)
+        try:
+            await self._serve(request, scope, receive, send)
+        finally:
+            # The body's bytes are held until its answer ended (the record and the stream need them).
+            self._held_request_bytes -= request.scope.get("gate.held_bytes", 0)
+
+    async def _serve(self, request: Request, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self._proxy(request)
         live: _Live | None = getattr(response, "gate_live", None)
+        if live is not None:
+            # The stream's sends raise OSError once the client left (ASGI 2.4's contract, kept by
+            # _bounded_send), so Starlette does not start a second listener for the disconnect:
+            # the gate's own watcher (started when the body ended) is the one that notices.
+            scope = {**scope, "asgi": {**scope.get("asgi", {}), "spec_version": "2.4"}}
         try:
             await response(scope, receive, send if live is None else self._bounded_send(send, live))
-        except TimeoutError:
-            if live is None or not live.send_stuck:
+        except (TimeoutError, ClientDisconnect):
+            # (Starlette raises a send's OSError, TimeoutError included, as ClientDisconnect.)
+            if live is None or not (live.send_stuck or live.client_gone()):
                 raise
-            # A client that stopped reading held the stream past its deadline or the hard stop:
-            # end it here (uvicorn closes the connection of an answer left unfinished).
+            # The client left mid-stream, or stopped reading and held the stream past its deadline
+            # or the hard stop: close the pipe now (its finally records the line and drops the
+            # upstream's connection; uvicorn closes the connection of an answer left unfinished).
             await response.body_iterator.aclose()
         finally:
+            if live is not None and live.watcher is not None:
+                live.watcher.cancel()
             unstarted = getattr(response, "gate_if_unstarted", None)
             if unstarted is not None:
                 await unstarted()
@@ -317,6 +344,11 @@ class Gate:
                 read = await self._read_body(request, cap, line)
         except TimeoutError:
             return self._body_cut(line, arrived, self._cut_due(live, loop, _TIMER_SLACK_S))
+        except _HeldBodiesFull:
+            held_cap = self.config.limits.max_held_request_bytes
+            return self._refuse(line, arrived, request, 503, "gate_busy", "request bodies held over the gate's cap",
+                                f"the gate holds at most {held_cap} bytes of request bodies at once, and this body "
+                                "would pass it; retry once other requests have ended")
         finally:
             live.timeout = None
         if read is None:
@@ -348,13 +380,17 @@ class Gate:
         query = request.scope["query_string"]
         if query:
             line.fields.add_removed("query string", WHY_QUERY, query.decode("latin-1"))
-        # While the upstream is awaited, a client that leaves ends the wait: no answer is worked
-        # out (and paid for) for nobody. Once a stream flows, its response notices by itself.
-        watcher = asyncio.ensure_future(self._watch_client(request.receive, live, loop))
+        # From the body's end to the answer's, a client that leaves ends the answer: while the
+        # upstream is awaited and while a stream flows (the watcher then outlives this call, and
+        # _asgi cancels it when the stream ends). No answer is worked out (and paid for) for nobody.
+        live.watcher = asyncio.ensure_future(self._watch_client(request.receive, live, loop))
+        response: Response | None = None
         try:
-            return await self._forward_live(request, line, arrived, api, body, send, rewrite, live, loop)
+            response = await self._forward_live(request, line, arrived, api, body, send, rewrite, live, loop)
+            return response
         finally:
-            watcher.cancel()
+            if not isinstance(response, StreamingResponse):
+                live.watcher.cancel()
 
     @staticmethod
     async def _watch_client(receive: Receive, live: _Live, loop: asyncio.AbstractEventLoop) -> None:
@@ -362,23 +398,35 @@ class Gate:
         while (await receive())["type"] != "http.disconnect":
             pass
         if live.cut is None:
-            live.cut = ("client_gone", "the client left before the answer")
+            live.cut = ("client_gone", "the client left before the answer ended")
         if live.timeout is not None and not live.timeout.expired():
             live.timeout.reschedule(loop.time())
 
-    @staticmethod
-    async def _read_body(request: Request, cap: int, line: GateLogLine) -> bytes | None:
+    async def _read_body(self, request: Request, cap: int, line: GateLogLine) -> bytes | None:
         """The whole body, or None as soon as it is known to pass `cap` (the rest is never read).
+        Raises _HeldBodiesFull when it would pass the gate-wide cap on bodies held at once, by its
+        Content-Length or by what arrived: each connection holds at most what uvicorn buffers.
 
-        `line.bytes_in` counts what arrived so far, so a body cut on its way is recorded as such."""
+        `line.bytes_in` counts what arrived so far, so a body cut on its way is recorded as such.
+        What is taken is added to the gate's count and to the request's scope (`gate.held_bytes`),
+        from which _asgi gives it back when the request's answer has ended."""
+        held_cap = self.config.limits.max_held_request_bytes
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cap:
-            return None
+        if declared is not None and declared.isdigit():
+            if int(declared) > cap:
+                return None
+            if self._held_request_bytes + int(declared) > held_cap:
+                raise _HeldBodiesFull
+        scope = request.scope
         parts: list[bytes] = []
         async for chunk in request.stream():
             line.bytes_in += len(chunk)
             if line.bytes_in > cap:
                 return None
+            if self._held_request_bytes + len(chunk) > held_cap:
+                raise _HeldBodiesFull
+            self._held_request_bytes += len(chunk)
+            scope["gate.held_bytes"] = scope.get("gate.held_bytes", 0) + len(chunk)
             parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -461,21 +509,29 @@ class Gate:
 
     def _bounded_send(self, send: Send, live: _Live) -> Send:
         """`send` to a stream's client, bounded by the answer's deadline and the hard stop: a client
-        that stops reading must not hold the answer (and its upstream connection) for ever."""
+        that stops reading must not hold the answer (and its upstream connection) for ever.
+
+        Once the watcher saw the client leave, a send raises OSError (as ASGI 2.4 asks of a server;
+        uvicorn would drop the bytes silently) and nothing more is counted as sent."""
         loop = asyncio.get_running_loop()
 
         async def bounded(message: dict) -> None:
+            if live.client_gone():
+                raise OSError("the client left")
             # Once cut, only the error event and the end are left to send: a short grace for them.
             bound = _CUT_SEND_GRACE_S if live.cut is not None else None
             try:
                 async with asyncio.timeout(self._wait_s(live, loop, bound)) as live.timeout:
                     await send(message)
             except TimeoutError:
+                if live.client_gone():  # the watcher ended the wait: the client left while it was not reading
+                    raise OSError("the client left") from None
                 live.send_stuck = True
                 self._cut_due(live, loop, _TIMER_SLACK_S)
                 raise
             finally:
                 live.timeout = None
+            live.sent += len(message.get("body", b""))
 
         return bounded
 
@@ -625,6 +681,10 @@ class Gate:
         fault: tuple[str, str] | None = None
         try:
             while True:
+                # A turn for the loop per chunk: with a fast upstream and a client connection that
+                # never blocks (or a departed one, whose writes uvicorn drops), nothing here would
+                # wait, and the watcher (and every other request) would get no turn until the end.
+                await asyncio.sleep(0)
                 if self._cut_due(live, loop) is not None:
                     break
                 try:
@@ -653,10 +713,9 @@ class Gate:
                     live.cut = ("event_too_large", f"{exc} (cap {limits.max_event_bytes} bytes)")
                     break
                 if out:
-                    line.bytes_out += len(out)
                     yield out
-            if live.cut is not None and live.cut[0] == "client_gone":
-                return  # gone before the stream was handed over: nobody to tell (the finally records it)
+            if live.client_gone():
+                return  # nobody to tell (the finally records it)
             if live.cut is not None:
                 self._mark_cut(line, live.cut[1])
                 fault = (live.cut[0], line.error or live.cut[1])
@@ -668,15 +727,18 @@ class Gate:
             else:
                 tail = tap.flush()
             if tail:
-                line.bytes_out += len(tail)
                 yield tail
             ended = True
         finally:
             # Record first and without awaiting: when the client went away this task is being
             # cancelled, and every await below would be cancelled again.
             self._live.discard(live)
+            if live.watcher is not None:
+                live.watcher.cancel()
+            line.bytes_out = live.sent
             line.client_gone = not ended
-            if not ended and live.cut is not None and not (line.error or "").startswith("answer cut"):
+            stopped_reading = not ended and live.cut is not None and not live.client_gone()
+            if stopped_reading and not (line.error or "").startswith("answer cut"):
                 self._mark_cut(line, f"{live.cut[1]} (the client had stopped reading)")
             if not line.error and tap.facts.error:
                 line.error = f"upstream error in stream: {tap.facts.error}"

@@ -42,6 +42,13 @@ class GateLimits(BaseModel):
     """A request body larger than this is refused with 413, unread past the cap (a coding agent's
     whole history is a few MB; images inlined as base64 fit too)."""
 
+    max_held_request_bytes: int = Field(64 * MiB, gt=0)
+    """Request bodies the gate holds at once, all requests together (each counted from its first
+    byte until its answer ends). A request whose body would pass it is answered 503
+    `gate_busy` at once, its connection closed: whatever the number of connections, the gate's
+    memory stays bounded (two bodies of the largest size, or dozens of an agent's usual few MB).
+    At least `max_request_bytes`, so every body that may be sent can pass alone."""
+
     max_event_bytes: int = Field(8 * MiB, gt=0)
     """One server-sent event (up to its blank line) larger than this cuts the stream: the biggest
     real event is Responses' final `response.completed`, which repeats the whole answer."""
@@ -63,6 +70,13 @@ class GateLimits(BaseModel):
     """Bodies kept under bodies/ and gate.log's field entries, in all; past it, further bodies are
     not kept and lines list no field entries, only their count (each line says so). Every request
     repeats the agent's history, so a long run keeps hundreds of MB."""
+
+    @model_validator(mode="after")
+    def _one_body_fits(self) -> "GateLimits":
+        if self.max_held_request_bytes < self.max_request_bytes:
+            raise ValueError(f"max_held_request_bytes ({self.max_held_request_bytes}) is below max_request_bytes "
+                             f"({self.max_request_bytes}): a body the gate accepts could never be held")
+        return self
 
 
 class GateConfig(BaseModel):
