@@ -434,3 +434,35 @@ def test_a_long_answer_is_bounded_by_the_run_not_by_a_fixed_clock(rig):
     with pytest.raises(openai.APIError, match="1 s cap on one answer"):
         for _ in fixed.sdk().chat.completions.create(model="x", messages=said("long", seconds=3), stream=True):
             pass
+
+
+def test_requests_at_once_are_bounded_and_the_next_is_served_when_one_ends(rig, upstream):
+    """Three streams held open by the upstream fill a cap of three: a fourth request is answered
+    429 `too_many_requests` at once (never queued, never forwarded), counted as blocked with why;
+    once the streams end, a request is served again."""
+    r = rig(settings={"limits": GateLimits(max_requests_at_once=3),
+                      "upstream_timeout_s": UpstreamTimeouts(stall_s=30, first_byte_s=30)})  # held, not cut
+    auth = {"authorization": f"Bearer {KEY}"}
+    body = {"model": "x", "messages": said("hold"), "stream": True}
+    with httpx.Client(timeout=30) as client:
+        held = [client.stream("POST", f"{r.base}/chat/completions", json=body, headers=auth) for _ in range(3)]
+        streams = [h.__enter__() for h in held]
+        try:
+            reading = [stream.iter_bytes() for stream in streams]  # kept: a dropped iterator closes its stream
+            for chunks in reading:
+                next(chunks)  # each is under way: its first event arrived
+            sent_before = len(upstream.received)
+            started = time.monotonic()
+            refused = httpx.post(f"{r.base}/chat/completions", json={"model": "x", "messages": MSG}, headers=auth,
+                                 timeout=30)
+            assert time.monotonic() - started < 5
+            assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_requests", refused.text
+            assert len(upstream.received) == sent_before, "a request over the cap reached the upstream"
+        finally:
+            for h in held:
+                h.__exit__(None, None, None)
+    assert wait_until(lambda: len(r.gate._live) == 0, 10), "the held streams never ended"
+    served = httpx.post(f"{r.base}/chat/completions", json={"model": "x", "messages": MSG}, headers=auth, timeout=30)
+    assert served.status_code == 200, served.text
+    blocked = [line for line in r.lines(5) if line.blocked]
+    assert [line.blocked_why for line in blocked] == ["requests at once over the cap"]

@@ -314,6 +314,10 @@ class Gate:
             if line.method not in SERVED_METHODS[api]:
                 return self._refuse(line, arrived, request, 405, "method_not_allowed", "method not allowed",
                                     f"{line.method} {line.path} is not served; use {' or '.join(SERVED_METHODS[api])}")
+            cap = self.config.limits.max_requests_at_once
+            if len(self._live) >= cap:
+                return self._refuse(line, arrived, request, 429, "too_many_requests", "requests at once over the cap",
+                                    f"{cap} requests are under way already; send the next when one has ended")
             # From here the request is under way: the hard stop (and the answer's own bound, if
             # any) cuts it, its body still arriving or its answer.
             loop = asyncio.get_running_loop()

@@ -49,6 +49,12 @@ class GateLimits(BaseModel):
     memory stays bounded (two bodies of the largest size, or dozens of an agent's usual few MB).
     At least `max_request_bytes`, so every body that may be sent can pass alone."""
 
+    max_requests_at_once: int = Field(16, gt=0)
+    """Requests under way at once (from the body's first byte to the answer's end). One more is
+    answered 429 `too_many_requests` at once, counted as blocked: what a run can cost is bounded
+    by this many answers at a time, not by how many the agent opens (a coding agent waits for its
+    answer; sub-agents add a few)."""
+
     max_event_bytes: int = Field(8 * MiB, gt=0)
     """One server-sent event (up to its blank line) larger than this cuts the stream: the biggest
     real event is Responses' final `response.completed`, which repeats the whole answer."""
