@@ -415,7 +415,8 @@ def test_memory_stays_bounded_with_many_unfinished_bodies(rig, upstream):
     Impact: the agent crashes its own run's host with a few lines of Python.
     Closed by `limits.max_held_request_bytes` (64 MiB): past it a request is answered 503
     `gate_busy` at once and its connection closed, counted as blocked."""
-    r = rig(settings={"limits": GateLimits(max_request_bytes=2 << 20)})
+    # Requests at once are capped too (16 by default): raised here so the bodies' own cap is what holds.
+    r = rig(settings={"limits": GateLimits(max_request_bytes=2 << 20, max_requests_at_once=1000)})
     body_len = 2 << 20
     chunk = b"x" * ((2 << 20) - (128 << 10))
     before = _rss_bytes()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gate_upstream import FINISH, KEY, MODEL, MSG, Rig, ScriptedUpstream, rig, said, scripted, upstream  # noqa: E402,F401
 
 from showcase.gate.app import create_gate
-from showcase.gate.config import GateConfig, UpstreamTimeouts
+from showcase.gate.config import GateConfig, GateLimits, UpstreamTimeouts
 from showcase.gate.log import read_log
 from showcase.gate.probe import probe_upstream
 from showcase.gate.server import AppServer
@@ -380,8 +380,10 @@ def test_cli_bad_input_is_one_line(tmp_path):
 async def test_concurrent_mixed_requests_each_get_one_line(rig):
     import asyncio
 
-    # Generous bounds: 24 streams at once on a loaded 2-core machine must not trip the stall bound.
-    r = rig(settings={"upstream_timeout_s": UpstreamTimeouts(stall_s=30, first_byte_s=30)})
+    # Generous bounds: 24 streams at once on a loaded 2-core machine must not trip the stall bound
+    # (nor the cap on requests at once: test_gate_bounds.py has its own test).
+    r = rig(settings={"upstream_timeout_s": UpstreamTimeouts(stall_s=30, first_byte_s=30),
+                      "limits": GateLimits(max_requests_at_once=64)})
     client = openai.AsyncOpenAI(base_url=r.base, api_key=KEY, max_retries=0, timeout=60)
 
     async def one(n: int):
