@@ -77,6 +77,18 @@ def _bounded_path(path: str) -> str:
     return path if len(path) <= MAX_LOGGED_PATH_CHARS else f"{path[:MAX_LOGGED_PATH_CHARS]}... ({len(path):,} characters)"
 
 
+MAX_LOGGED_REASON_CHARS = 100  # a finish reason is a word; the upstream (steered by the agent) may send any text
+
+
+def _bounded_reason(reason: object) -> str | None:
+    if reason is None:
+        return None
+    text = reason if isinstance(reason, str) else repr(reason)
+    if len(text) <= MAX_LOGGED_REASON_CHARS:
+        return text
+    return f"{text[:MAX_LOGGED_REASON_CHARS]}... ({len(text):,} characters)"
+
+
 def _seconds(bound: float | None) -> str:
     return f"{bound:g} s" if bound is not None else "the hard stop"
 
@@ -814,7 +826,7 @@ class Gate:
         if facts is not None:
             line.prompt_tokens = facts.prompt_tokens
             line.answer_tokens = facts.answer_tokens
-            line.finish_reason = facts.finish_reason
+            line.finish_reason = _bounded_reason(facts.finish_reason)
         request_body, upstream_body = bodies
         if answer_size is None:
             answer_size = len(answer) if isinstance(answer, bytes) else sum(map(len, answer))

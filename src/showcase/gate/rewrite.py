@@ -43,6 +43,8 @@ WHY_PROVIDER_TOOL = "a provider-side tool: the provider would run it, beyond the
 WHY_TOOL_TYPE = "not a tool type the agent runs itself"
 WHY_HOSTED_SHELL = "a shell the provider runs (an environment that is not local)"
 WHY_NO_TOOL_LEFT = "no tool is left"
+WHY_UNNAMED_TOOL = "a tool without a name (a string) is not one the agent can be called by"
+WHY_NOT_OFFERED = "names no tool the request offers"
 WHY_INCLUDE = "asks the provider for more than the answer"
 WHY_BACKGROUND = "would run the answer at the provider, beyond the gate's bounds"
 WHY_PROVIDER_STATE = "refers to what the provider keeps of the operator's account"
@@ -66,7 +68,7 @@ INCLUDE_WITH_LOGPROBS = frozenset({"message.output_text.logprobs"})
 class Rule:
     """What the gate does with one request field (or one subfield, or a list's entries)."""
 
-    kind: str  # forward | remove | force | object | list | tools | tool_choice | include
+    kind: str  # forward | remove | force | object | list | tools | tool_choice | functions | function_call | include
     why: str = ""
     value: Any = None  # force: the value sent
     always: bool = False  # force: also when the client did not send the field
@@ -112,7 +114,9 @@ _SAMPLING_NAMES = ("temperature", "top_p", "top_k", "min_p", "typical_p", "seed"
 # What one function/custom tool is (the agent runs it): its name, what it is for and its arguments
 # schema (a JSON schema or a grammar, forwarded as written). Anything else in an entry is removed.
 _FUNCTION = {"name": STRING, "description": STRING, "parameters": OBJECT, "strict": BOOLEAN}
-_CUSTOM = {"name": STRING, "description": STRING, "format": OBJECT}
+# A custom tool's input format: plain text, or a grammar (Responses flat, chat under `grammar`).
+_FORMAT = _obj(type=STRING, syntax=STRING, definition=STRING, grammar=_obj(syntax=STRING, definition=STRING))
+_CUSTOM = {"name": STRING, "description": STRING, "format": _FORMAT}
 _TYPE = {"type": STRING}
 TOOL_SHAPES: dict[str, dict[str, Rule]] = {
     CHAT: {"function": _obj(**_TYPE, function=_obj(**_FUNCTION)), "custom": _obj(**_TYPE, custom=_obj(**_CUSTOM))},
@@ -138,8 +142,8 @@ ALLOWED: dict[str, dict[str, Rule]] = {
     CHAT: {
         **dict.fromkeys(("model", "max_tokens", "max_completion_tokens"), FORWARD),  # set by the gate
         "messages": LIST, "parallel_tool_calls": BOOLEAN, "stream": BOOLEAN, "stop": STOP,
-        "functions": Rule("list", item=_obj(**_FUNCTION)),
-        "function_call": _obj(string_ok=True, name=STRING),
+        "functions": Rule("functions"),
+        "function_call": Rule("function_call"),
         "response_format": _obj(**_TYPE, json_schema=_obj(**_JSON_SCHEMA)),
         "tools": Rule("tools"),
         "tool_choice": Rule("tool_choice"),
@@ -411,13 +415,52 @@ def _allow_tools(api: str, value: Any) -> tuple[Any, list[Removed]]:
             removed.append(Removed("tools", tool, why))
             continue
         shaped, gone = _shape(f"tools[{i}]", tool, TOOL_SHAPES[api][tool["type"]])
+        if tool["type"] in ("function", "custom") and _tool_key(api, shaped)[1] is None:
+            removed.append(Removed("tools", tool, WHY_UNNAMED_TOOL))
+            continue
         removed += gone
         kept.append(shaped)
     return (kept if kept or not value else ABSENT), removed
 
 
-def _allow_tool_choice(api: str, value: Any) -> tuple[Any, list[Removed]]:
-    """A tool_choice of auto/none/required, or naming tools the agent runs: nothing of another tool."""
+def _tool_key(api: str, entry: Any) -> tuple[str, str | None]:
+    """(type, name) of a tool or of a tool_choice naming one; name None when it has none (a shell)."""
+    if not isinstance(entry, dict):
+        return "", None
+    kind = entry.get("type")
+    holder = entry.get(kind) if api == CHAT and isinstance(entry.get(kind), dict) else entry
+    name = holder.get("name") if isinstance(holder, dict) else None
+    return (kind if isinstance(kind, str) else ""), (name if isinstance(name, str) else None)
+
+
+def _allow_functions(value: Any) -> tuple[Any, list[Removed]]:
+    """Chat's older form of function tools: each with a name, and only its known subfields."""
+    if not isinstance(value, list):
+        return ABSENT, [Removed("functions", value, WHY_NOT_A_LIST)]
+    kept, removed = [], []
+    for i, function in enumerate(value):
+        shaped, gone = _shape(f"functions[{i}]", function, _obj(**_FUNCTION))
+        if shaped is ABSENT or not isinstance(shaped.get("name"), str):
+            removed.append(Removed("functions", function, WHY_UNNAMED_TOOL))
+            continue
+        removed += gone
+        kept.append(shaped)
+    return (kept if kept or not value else ABSENT), removed
+
+
+def _allow_function_call(value: Any, offered: set[str]) -> tuple[Any, list[Removed]]:
+    """`auto`, `none`, or `{name}` of a function the request offers."""
+    if isinstance(value, str):
+        return (value, []) if value in ("auto", "none") else (ABSENT, [Removed("function_call", value, WHY_TOOL_TYPE)])
+    shaped, gone = _shape("function_call", value, _obj(name=STRING))
+    if shaped is ABSENT or shaped.get("name") not in offered:
+        return ABSENT, [*gone, Removed("function_call", value, WHY_NOT_OFFERED)]
+    return shaped, gone
+
+
+def _allow_tool_choice(api: str, value: Any, offered: set[tuple[str, str | None]]) -> tuple[Any, list[Removed]]:
+    """A tool_choice of auto/none/required, or naming tools the request offers (after the
+    gate's removals: a hosted shell removed from `tools` cannot be chosen)."""
     if isinstance(value, str):
         return (value, []) if value in TOOL_CHOICE_WORDS else (ABSENT, [Removed("tool_choice", value, WHY_TOOL_TYPE)])
     kind = value.get("type") if isinstance(value, dict) else None
@@ -433,6 +476,9 @@ def _allow_tool_choice(api: str, value: Any) -> tuple[Any, list[Removed]]:
                 removed.append(Removed("tool_choice.tools", named, why))
                 continue
             shaped, gone = _shape(f"tool_choice.tools[{i}]", named, CHOICE_SHAPES[api][named["type"]])
+            if _tool_key(api, shaped) not in offered:
+                removed.append(Removed("tool_choice.tools", named, WHY_NOT_OFFERED))
+                continue
             removed += gone
             names.append(shaped)
         if not names:
@@ -443,7 +489,10 @@ def _allow_tool_choice(api: str, value: Any) -> tuple[Any, list[Removed]]:
     why = _tool_why(api, value)
     if why is not None:
         return ABSENT, [Removed("tool_choice", value, why)]
-    return _shape("tool_choice", value, CHOICE_SHAPES[api][kind])
+    shaped, gone = _shape("tool_choice", value, CHOICE_SHAPES[api][kind])
+    if _tool_key(api, shaped) not in offered:
+        return ABSENT, [*gone, Removed("tool_choice", value, WHY_NOT_OFFERED)]
+    return shaped, gone
 
 
 def _allow_include(value: Any, sampling: dict[str, Any]) -> tuple[Any, list[Removed]]:
@@ -470,6 +519,7 @@ def allow_fields(api: str, body: dict[str, Any], sampling: dict[str, Any]) -> tu
     out: dict[str, Any] = {}
     changes: dict[str, Change] = {}
     removed: list[Removed] = []
+    chosen: dict[str, Any] = {}  # tool_choice, function_call: judged once the offered tools are known
     for key, value in body.items():
         rule = table.get(key)
         file_value = sampling.get(key, ABSENT)
@@ -492,8 +542,11 @@ def allow_fields(api: str, body: dict[str, Any], sampling: dict[str, Any]) -> tu
             shaped, gone = ABSENT, [Removed(key, value, rule.why)]
         elif rule.kind == "tools":
             shaped, gone = _allow_tools(api, value)
-        elif rule.kind == "tool_choice":
-            shaped, gone = _allow_tool_choice(api, value)
+        elif rule.kind in ("tool_choice", "function_call"):
+            chosen[key] = value
+            continue
+        elif rule.kind == "functions":
+            shaped, gone = _allow_functions(value)
         elif rule.kind == "include":
             shaped, gone = _allow_include(value, sampling)
         else:
@@ -501,6 +554,18 @@ def allow_fields(api: str, body: dict[str, Any], sampling: dict[str, Any]) -> tu
         removed += gone
         if shaped is not ABSENT:
             out[key] = shaped
+    if "tool_choice" in chosen:
+        offered = {_tool_key(api, tool) for tool in out.get("tools", [])}
+        shaped, gone = _allow_tool_choice(api, chosen["tool_choice"], offered)
+        removed += gone
+        if shaped is not ABSENT:
+            out["tool_choice"] = shaped
+    if "function_call" in chosen:
+        names = {f["name"] for f in out.get("functions", [])}
+        shaped, gone = _allow_function_call(chosen["function_call"], names)
+        removed += gone
+        if shaped is not ABSENT:
+            out["function_call"] = shaped
     for key, rule in table.items():
         if rule.kind == "force" and rule.always and key not in body and key not in sampling:
             out[key] = rule.value

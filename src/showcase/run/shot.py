@@ -88,6 +88,14 @@ class ShotFigures(BaseModel):
                          "(or while it was still sending its request)")
 
 
+def _encodable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, as a JSON \\udXXX escape gives
+        return False
+    return True
+
+
 def write_tools(tools_dir: Path, page_name: str = DEFAULT_OUTPUT_FILE) -> None:
     """shot.sh, checking the task's page (page_name) when called without a file."""
     path = tools_dir / "shot.sh"
@@ -167,6 +175,9 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
             name = str(json.loads(body).get("file") or page_name)
         except Exception:
             name = page_name
+        if "\x00" in name or not _encodable(name):
+            return JSONResponse({"error": {"message": "not checked: the file name holds a NUL or a lone surrogate, "
+                                                      "which no file name in /work can"}}, status_code=400)
         rel = name.removeprefix("/work/").lstrip("/")
         if not await turn(request):
             return None
@@ -231,6 +242,9 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
         in_line += 1
         try:
             answer = await check(request, body)
+        except Exception as exc:  # a fault of the host's: answered and counted, never a request lost from the figures
+            answer = JSONResponse({"error": {"message": f"the host could not check the page: {exc.__class__.__name__}"}},
+                                  status_code=500)
         finally:
             in_line -= 1
         if answer is None:
