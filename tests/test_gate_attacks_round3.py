@@ -435,7 +435,9 @@ def test_memory_stays_bounded_with_many_unfinished_bodies(rig, upstream):
     finally:
         for s in held:
             s.close()
-    assert grown < 96 << 20, f"the gate holds {grown / (1 << 20):.0f} MiB for 120 unfinished uploads"
+    # Bounded: ~66 MiB (the 64 MiB cap and buffers); unbounded: ~228 MiB. The line between them
+    # leaves room for what else this process allocates meanwhile (records of earlier tests).
+    assert grown < 128 << 20, f"the gate holds {grown / (1 << 20):.0f} MiB for 120 unfinished uploads"
     assert refused.startswith(b"HTTP/1.1 503") and b"gate_busy" in refused, refused[:300]
     # Their bodies are given back once they are gone: a request is served again.
     assert wait_until(lambda: post(r, "/v1/chat/completions", {"messages": MSG}).status_code == 200, 10)
