@@ -16,10 +16,12 @@ check what the gate actually sent upstream; `.sent` counts the bytes of each big
 import asyncio
 import json
 import re
+import socket
 import threading
 import time
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -269,6 +271,34 @@ class ScriptedUpstream:
                 yield b"data: [DONE]\n\n"
 
         return StreamingResponse(gen(), media_type="text/event-stream")
+
+
+def post(r, path: str, body=None, *, raw: bytes | None = None, headers: dict | None = None, timeout: float = 30):
+    """A request to the rig's gate as the agent would send it (raw bytes when given), with the key."""
+    content = raw if raw is not None else json.dumps(body).encode()
+    return httpx.post(r.base.removesuffix("/v1") + path, content=content, timeout=timeout,
+                      headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json", **(headers or {})})
+
+
+def raw_http(port: int, request: bytes, timeout: float = 30) -> bytes:
+    """One request as bytes on a fresh connection (no client library normalises it); what came back
+    before the server closed, reset or went silent."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(request)
+        data = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                return data
+            if not chunk:
+                return data
+            data += chunk
+
+
+def received_since(up, n: int) -> list[dict]:
+    """What the upstream received after its first n requests."""
+    return up.received[n:]
 
 
 def wait_until(predicate, timeout_s: float = 5.0) -> bool:

@@ -18,32 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gate_upstream import KEY, MODEL, rig, upstream, wait_until  # noqa: F401  (fixtures)
+from gate_upstream import KEY, MODEL, post, raw_http, received_since, rig, upstream, wait_until  # noqa: F401  (fixtures)
 
 
 MSG = [{"role": "user", "content": "build a voxel world"}]
 
 
-def post(r, path: str, body=None, *, raw: bytes | None = None, headers: dict | None = None, timeout: float = 30):
-    content = raw if raw is not None else json.dumps(body).encode()
-    return httpx.post(r.base.removesuffix("/v1") + path, content=content, timeout=timeout,
-                      headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json", **(headers or {})})
-
-
-def raw_http(port: int, request: bytes, timeout: float = 30) -> bytes:
-    """One request as bytes on a fresh connection (no client library normalises the path)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(request)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
-
-
-def received_since(up, n: int) -> list[dict]:
-    return up.received[n:]
 
 
 # ----------------------------------------------------------------------------- 1. the allow-list

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gate_upstream import FINISH, KEY, MODEL, Rig, rig, upstream, wait_until  # noqa: F401  (fixtures)
+from gate_upstream import FINISH, KEY, MODEL, Rig, post, raw_http, received_since, rig, upstream, wait_until  # noqa: F401  (fixtures)
 from showcase.gate.config import GateLimits
 from showcase.gate.log import GateStats, stats_from_log
 from showcase.gate.server import AppServer
@@ -29,34 +29,11 @@ def hole(why: str):
     return pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"HOLE: {why}")
 
 
-def post(r, path: str, body=None, *, raw: bytes | None = None, headers: dict | None = None, timeout: float = 30):
-    content = raw if raw is not None else json.dumps(body).encode()
-    return httpx.post(r.base.removesuffix("/v1") + path, content=content, timeout=timeout,
-                      headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json", **(headers or {})})
-
-
-def raw_http(port: int, request: bytes, timeout: float = 30) -> bytes:
-    """One request as bytes on a fresh connection (no client library normalises it)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(request)
-        data = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (ConnectionResetError, TimeoutError):
-                return data
-            if not chunk:
-                return data
-            data += chunk
-
 
 def head(method: str, target: str, extra: str = "") -> bytes:
     return (f"{method} {target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n{extra}"
             f"Connection: close\r\n\r\n").encode()
 
-
-def received_since(up, n: int) -> list[dict]:
-    return up.received[n:]
 
 
 def one_sent(up, n: int) -> dict:

@@ -14,28 +14,12 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gate_upstream import KEY, MODEL, rig, upstream, wait_until  # noqa: F401  (fixtures)
+from gate_upstream import KEY, MODEL, post, raw_http, received_since, rig, upstream, wait_until  # noqa: F401  (fixtures)
 from showcase.gate.server import AppServer
 
 MSG = [{"role": "user", "content": "build a voxel world"}]
 FN = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
 
-
-def post(r, path: str, body=None, *, raw: bytes | None = None, headers: dict | None = None, timeout: float = 30):
-    content = raw if raw is not None else json.dumps(body).encode()
-    return httpx.post(r.base.removesuffix("/v1") + path, content=content, timeout=timeout,
-                      headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json", **(headers or {})})
-
-
-def raw_http(port: int, request: bytes, timeout: float = 20) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(request)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
 
 
 def get_head(target: str) -> bytes:
