@@ -13,6 +13,60 @@
 // checker to confirm against real screenshots: the camera through window.scene.onBeforeRender,
 // the scene graph's parts and what moves in it, and the page's text.
 (() => {
+  const TOKEN = '%TOKEN%';
+  // --- uncaught errors, seen before any page listener can cancel them (every frame, rubric 3.0) ---
+  // A page that cancels its `error` event (preventDefault in a listener, window.onerror returning
+  // true) or its `unhandledrejection` leaves no trace in the browser's record (CDP reports nothing).
+  // Ours are the first listeners on window, in the capture phase, added before any page script
+  // with the built-in addEventListener: at the target, capture listeners run first and in the
+  // order added, so no page listener runs before ours, and none can stop ours. Each event is told
+  // to the checker at once; a task later, whether the page left it shown (the browser then
+  // reports it itself): an event never marked shown counts as a page error the page cancelled.
+  (() => {
+    const apply = Reflect.apply;
+    const debug = console.debug, con = console;
+    const own = (proto, name) => Object.getOwnPropertyDescriptor(proto, name).get;
+    const prevented = own(Event.prototype, 'defaultPrevented'), targetOf = own(Event.prototype, 'target');
+    const message = own(ErrorEvent.prototype, 'message'), filename = own(ErrorEvent.prototype, 'filename');
+    const lineno = own(ErrorEvent.prototype, 'lineno');
+    const reasonOf = window.PromiseRejectionEvent && own(PromiseRejectionEvent.prototype, 'reason');
+    const descriptor = Object.getOwnPropertyDescriptor, protoOf = Object.getPrototypeOf, str = String, slice = String.prototype.slice;
+    const timer = window.setTimeout, listen = EventTarget.prototype.addEventListener;
+    const frameKey = apply(Math.random, Math, []).toString(36).slice(2, 8);
+    const MAX_TOLD = 200;  // a page throwing every frame fails items 1 and 3 long before this
+    let told = 0;
+    // A rejection's reason, read without running page code (no getter, no toString of the page's).
+    const describe = (reason) => {
+      const t = typeof reason;
+      if (t === 'string' || t === 'number' || t === 'boolean' || t === 'bigint' || t === 'undefined' || reason === null) return str(reason);
+      if (t === 'symbol') return 'a symbol';
+      for (let o = reason, depth = 0; o && depth < 8; o = protoOf(o), depth++) {
+        const d = descriptor(o, 'message');
+        if (d) return 'value' in d && typeof d.value === 'string' ? d.value : 'an object';
+      }
+      return 'an object';
+    };
+    const seen = (kind, e) => {
+      if (!e.isTrusted || told >= MAX_TOLD) return;  // isTrusted is an own, unforgeable property
+      let text;
+      try {
+        if (kind === 'error') {
+          if (apply(targetOf, e, []) !== window) return;  // a resource's load error: the request is the record
+          text = apply(message, e, []) + ' (' + apply(filename, e, []) + ':' + apply(lineno, e, []) + ')';
+        } else {
+          text = 'Uncaught (in promise) ' + describe(apply(reasonOf, e, []));
+        }
+      } catch (err) { return; }  // not the browser's ErrorEvent / PromiseRejectionEvent
+      told += 1;
+      const id = frameKey + ':' + told;
+      apply(debug, con, [TOKEN, 'error', id, kind, apply(slice, text, [0, 300])]);
+      apply(timer, window, [() => { if (!apply(prevented, e, [])) apply(debug, con, [TOKEN, 'shown', id]); }, 0]);
+    };
+    const opts = Object.create(null);
+    opts.capture = true;
+    apply(listen, window, ['error', (e) => seen('error', e), opts]);
+    if (reasonOf) apply(listen, window, ['unhandledrejection', (e) => seen('rejection', e), opts]);
+  })();
   // The WebGL prototypes of this frame (a browser without WebGL 2 has only the first).
   const glProtos = [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype].filter(Boolean);
   if (window.top !== window) {
@@ -24,18 +78,25 @@
     // The native getter's brand check works across frames; an OffscreenCanvas has no document.
     const ownerDoc = (c) => { try { return apply(ownerOf, c, []); } catch (e) { return null; } };
     const doc = document;
+    // (3.0) Nor may any other of its WebGL functions act on such a context: uniforms, bindings or
+    // draws set through them would be out of the top frame's record of what was drawn with.
+    const names = Object.getOwnPropertyNames, describe = Object.getOwnPropertyDescriptor;
     for (const proto of glProtos) {
-      const getError = proto.getError, canvas = canvasOf(proto);
-      proto.getError = function getError_() {
-        const c = apply(canvas, this, []);
-        const owner = c ? ownerDoc(c) : null;
-        if (owner && owner !== doc) throw new TypeError('Illegal invocation');
-        return apply(getError, this, []);
-      };
+      const canvas = canvasOf(proto);
+      for (const name of names(proto)) {
+        const d = describe(proto, name);
+        if (name === 'constructor' || !d || typeof d.value !== 'function') continue;
+        const orig = d.value;
+        proto[name] = function (...args) {
+          const c = apply(canvas, this, []);
+          const owner = c ? ownerDoc(c) : null;
+          if (owner && owner !== doc) throw new TypeError('Illegal invocation');
+          return apply(orig, this, args);
+        };
+      }
     }
     return;
   }
-  const TOKEN = '%TOKEN%';
   const apply = Reflect.apply;
   const defineOwn = Reflect.defineProperty;  // an own element, past any setter a page puts on Array.prototype
   const raf = window.requestAnimationFrame;
@@ -54,8 +115,9 @@
     frames: 0,            // of those, frames in which the page drew with WebGL
     webglContexts: 0,     // WebGL contexts the page created
     canvas2dContexts: 0,  // 2D contexts the page created
-    cur: { draws: 0, parts: 0, triangles: 0, refused: false },
+    cur: { calls: 0, draws: 0, parts: 0, triangles: 0, refused: false, per: [] },
     maxFrame: { draws: 0, parts: 0, triangles: 0 },
+    canvasMax: [],        // per canvas id: [draws, parts, triangles] of its largest frame
     cameraCounts: new Map(), // camera -> renders of window.scene with it
     mainCamera: null,
     posed: 0,             // renders of the main camera seen since window.scene was hooked
@@ -65,26 +127,73 @@
     snaps: [],
   };
 
+  // --- per canvas: what a person can see of the world is judged canvas by canvas (showcase/check/visible.py) ---
+  // The world's figures per canvas (its largest frame), so that only canvases seen on screen count;
+  // pushed to the checker as they grow, like the whole frame's.
+  function canvasRises(c) {
+    for (let i = 0; i < c.per.length; i++) {
+      const e = c.per[i], m = sc.canvasMax[e.cid];
+      if (!m || e.draws > m[0] || e.parts > m[1] || e.triangles > m[2]) return true;
+    }
+    return false;
+  }
+  function raiseCanvases(c) {
+    for (let i = 0; i < c.per.length; i++) {
+      const e = c.per[i];
+      let m = sc.canvasMax[e.cid];
+      if (!m) { m = [0, 0, 0]; defineOwn(sc.canvasMax, e.cid, { value: m, writable: true, enumerable: true, configurable: true }); }
+      if (e.draws > m[0] || e.parts > m[1] || e.triangles > m[2]) {
+        if (e.draws > m[0]) m[0] = e.draws;
+        if (e.parts > m[1]) m[1] = e.parts;
+        if (e.triangles > m[2]) m[2] = e.triangles;
+        apply(debug, con, [TOKEN, 'cmax', e.cid, m[0], m[1], m[2]]);
+      }
+    }
+  }
+  // A frame as the frame-rate item weighs it: the vertices each canvas drew (instances counted;
+  // none for a draw to a lost context or into a viewport or scissor box of a few pixels). The
+  // checker counts a frame as a picture of the world only when the canvases seen on screen drew
+  // a good share of their largest frame of the window in it.
+  const FRAME_ROWS = 1200;
+  const copyOf = (list) => {
+    const out = [];
+    for (let i = 0; i < list.length; i++) defineOwn(out, i, { value: list[i], writable: true, enumerable: true, configurable: true });
+    return out;
+  };
+  function noteFrame(c) {
+    const w = sc.win;
+    if (!w || w.drawn.length >= FRAME_ROWS) return;
+    const row = [];
+    for (let i = 0; i < c.per.length; i++) {
+      defineOwn(row, row.length, { value: c.per[i].cid, writable: true, enumerable: true, configurable: true });
+      defineOwn(row, row.length, { value: c.per[i].vertices, writable: true, enumerable: true, configurable: true });
+    }
+    defineOwn(w.drawn, w.drawn.length, { value: row, writable: true, enumerable: true, configurable: true });
+  }
+
   // --- frames: our own animation loop; a frame counts when the page drew in it ---
   const tick = () => {
     sc.ticks += 1;
+    viewTick();
     const c = sc.cur;
     const drawn = drawnTo;
     drawnTo = [];
-    if (c.draws > 0) {
+    if (c.calls > 0) {
       sc.frames += 1;
       const m = sc.maxFrame;
       // Only a frame that would raise the world's figures is asked whether WebGL refused any of
       // its draws: a getError per frame waits for the GPU process and slowed a 1.4 fps page to 1.1.
-      if ((c.draws > m.draws || c.parts > m.parts || c.triangles > m.triangles) && !refused(c, drawn)) {
+      if ((c.draws > m.draws || c.parts > m.parts || c.triangles > m.triangles || canvasRises(c)) && !refused(c, drawn)) {
         if (c.draws > m.draws) m.draws = c.draws;
         if (c.parts > m.parts) m.parts = c.parts;
         if (c.triangles > m.triangles) m.triangles = c.triangles;
         // Pushed to the checker as they grow, so a page that freezes or leaves keeps them.
         apply(debug, con, [TOKEN, 'max', m.draws, m.parts, m.triangles]);
+        raiseCanvases(c);
       }
+      noteFrame(c);
     }
-    sc.cur = { draws: 0, parts: 0, triangles: 0, refused: false };
+    sc.cur = { calls: 0, draws: 0, parts: 0, triangles: 0, refused: false, per: [] };
     apply(raf, window, [tick]);
     sc.poll();
   };
@@ -129,10 +238,69 @@
     return c.refused;
   };
   const trianglesOf = (mode, count) => (mode === 4 ? M.floor(count / 3) : mode === 5 || mode === 6 ? (count > 2 ? count - 2 : 0) : 0);
-  const wrapDraw = (proto, name, countArg, instArg, getError) => {
+  // Each canvas drawn to gets a number (pictures, figures and frames are kept per canvas), and a
+  // picture of its first drawn frame: a page that draws once and never again (preserveDrawingBuffer
+  // false) can be pictured only while that frame is drawn.
+  const canvasIds = new WeakMap();
+  let nextCanvasId = 0;
+  const FIRST_PICTURES = 8;
+  const canvasId = (ctx, canvasGet) => {
+    const known = apply(wmGet, canvasIds, [ctx]);
+    if (known !== undefined) return known;
+    const cid = nextCanvasId++;
+    apply(wmSet, canvasIds, [ctx, cid]);
+    if (canPicture && firsts.length < FIRST_PICTURES) {
+      const pic = { taken: true, pending: 1, list: [], shares: null, seq: 0, sent: false, first: pictures.length };
+      defineOwn(firsts, firsts.length, { value: pic, writable: true, enumerable: true, configurable: true });
+      const one = [{ ctx, canvas: canvasGet, cid }];
+      apply(microtask, window, [() => { try { takeEach(pic, one); } finally { ended(pic); } }]);
+    }
+    return cid;
+  };
+  // Viewport and scissor box per context, as the page set them (a draw into a few pixels is no picture).
+  const targets = new WeakMap();
+  const TINY_PIXELS = 64;
+  const SCISSOR_TEST = 0x0C11;
+  const tinyTarget = (ctx) => {
+    const t = apply(wmGet, targets, [ctx]);
+    if (t === undefined) return false;
+    return (t.vw !== null && t.vw * t.vh < TINY_PIXELS) || (t.scissor && t.sw !== null && t.sw * t.sh < TINY_PIXELS);
+  };
+  const targetOf = (ctx) => {
+    let t = apply(wmGet, targets, [ctx]);
+    if (t === undefined) { t = { vw: null, vh: null, sw: null, sh: null, scissor: false }; apply(wmSet, targets, [ctx, t]); }
+    return t;
+  };
+  const wrapTarget = (proto) => {
+    const viewport = proto.viewport, scissor = proto.scissor, enable = proto.enable, disable = proto.disable;
+    const dim = (v) => { const n = +v; return n > 0 ? M.floor(n) : 0; };
+    proto.viewport = function viewport_(...args) {
+      const out = apply(viewport, this, args);
+      const t = targetOf(this); t.vw = dim(args[2]); t.vh = dim(args[3]);
+      return out;
+    };
+    proto.scissor = function scissor_(...args) {
+      const out = apply(scissor, this, args);
+      const t = targetOf(this); t.sw = dim(args[2]); t.sh = dim(args[3]);
+      return out;
+    };
+    proto.enable = function enable_(...args) {
+      const out = apply(enable, this, args);
+      if (args[0] === SCISSOR_TEST) targetOf(this).scissor = true;
+      return out;
+    };
+    proto.disable = function disable_(...args) {
+      const out = apply(disable, this, args);
+      if (args[0] === SCISSOR_TEST) targetOf(this).scissor = false;
+      return out;
+    };
+  };
+  const wrapDraw = (proto, name, countArg, instArg, getError, isLost) => {
     const orig = proto && proto[name];
     if (typeof orig !== 'function') return;
     const canvas = Object.getOwnPropertyDescriptor(proto, 'canvas').get;
+    const bufW = Object.getOwnPropertyDescriptor(proto, 'drawingBufferWidth').get;
+    const bufH = Object.getOwnPropertyDescriptor(proto, 'drawingBufferHeight').get;
     proto[name] = function (...args) {
       // The native call first: one on anything but a real context throws and counts nothing.
       const out = apply(orig, this, args);
@@ -146,12 +314,30 @@
       }
       const inst = instArg === null ? 1 : (args[instArg] | 0) > 0 ? args[instArg] | 0 : 0;
       const c = sc.cur;
-      c.draws += 1;
-      c.parts += inst;
-      c.triangles += trianglesOf(args[0], args[countArg] | 0) * inst;
+      c.calls += 1;
+      const cid = canvasId(this, canvas);
       let seen = false;
       for (let i = 0; i < drawnTo.length; i++) if (drawnTo[i].ctx === this) seen = true;
-      if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx: this, getError, canvas }, writable: true, enumerable: true, configurable: true });
+      if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx: this, getError, canvas, cid }, writable: true, enumerable: true, configurable: true });
+      // A lost context draws nothing (a decoy lost on purpose raised the world's figures), and a
+      // draw into a viewport or scissor box of a few pixels shows nothing of a world.
+      if (apply(isLost, this, []) || tinyTarget(this)) return out;
+      const count = (args[countArg] | 0) > 0 ? args[countArg] | 0 : 0;
+      const tris = trianglesOf(args[0], count) * inst;
+      c.draws += 1;
+      // 3.0: only a draw with a transform giving depth is part of a world (a flat quad is a picture)
+      const st = ctxOf(this);
+      const deep = st.prog !== null && st.prog.deep > 0;
+      if (deep) { c.parts += inst; c.triangles += tris; }
+      if (rec !== null && rec.ops.length < REC_MAX) { try { recordOp(this, st, tris, bufW, bufH); } catch (e) { /* a sample the less */ } }
+      let e = null;
+      for (let i = 0; i < c.per.length; i++) if (c.per[i].cid === cid) e = c.per[i];
+      if (e === null) {
+        e = { cid, draws: 0, parts: 0, triangles: 0, vertices: 0 };
+        defineOwn(c.per, c.per.length, { value: e, writable: true, enumerable: true, configurable: true });
+      }
+      e.draws += 1; e.vertices += count * inst;
+      if (deep) { e.parts += inst; e.triangles += tris; }
       return out;
     };
   };
@@ -165,13 +351,483 @@
     };
   };
   for (const proto of glProtos) {
-    const getError = proto.getError;
+    const getError = proto.getError, isLost = proto.isContextLost;
     wrapGetError(proto, getError);
-    wrapDraw(proto, 'drawArrays', 2, null, getError);
-    wrapDraw(proto, 'drawElements', 1, null, getError);
-    wrapDraw(proto, 'drawArraysInstanced', 2, 3, getError);
-    wrapDraw(proto, 'drawElementsInstanced', 1, 4, getError);
+    wrapTarget(proto);
+    wrapDraw(proto, 'drawArrays', 2, null, getError, isLost);
+    wrapDraw(proto, 'drawElements', 1, null, getError, isLost);
+    wrapDraw(proto, 'drawArraysInstanced', 2, 3, getError, isLost);
+    wrapDraw(proto, 'drawElementsInstanced', 1, 4, getError, isLost);
   }
+
+  // --- the view WebGL really drew with (3.0) ---
+  // A camera object is whatever a page says it is: the one handed to window.scene.onBeforeRender
+  // need not be the one anything is drawn with. What is drawn with is in WebGL's own record: the
+  // 4 x 4 matrices in effect at every draw (uniformMatrix4fv, kept per program and uniform name),
+  // and where each draw went: the screen, or a framebuffer whose texture a later draw that reaches
+  // the screen sampled (post-processing, shadow maps; a blit passes it on). In a measuring window
+  // the probe records one frame's draws every VIEW.sample_ms ("a sample"), on the target nearest
+  // the screen that drew with a transform giving depth, and compares it with the samples before:
+  // - kept: the share of the window's first sample's draws drawn again with the very same matrices
+  //   (a view that did not move keeps them all, whatever else appears or changes in place);
+  // - explained: of the previous sample's draws (weighed by their share of the screen times what
+  //   they draw), the share found again moved exactly as the claimed camera moved (its view
+  //   V_k V_(k-1)^-1 times each matrix); the camera is the one drawn with when that explains more
+  //   than a view that did not move would (the share drawn unchanged);
+  // - without a camera that explains them, the draws' common motion is looked for (candidates from
+  //   a few draws' own matrices), so a view that moves is told from things that move in it;
+  // - beyond: draws the view's motion does not explain that were there before and moved, or that
+  //   lay well inside the view before (new; not merely entering it at an edge as it turns).
+  // A draw with no matrix giving depth (a perspective, or z moving points across the screen) is
+  // drawn flat: its parts and triangles are no world, and a picture drawn only so is flat, as a 2D
+  // canvas is.
+  const VIEW = %VIEW_RULES%;
+  const F32 = Float32Array, F64 = Float64Array;
+  const typedTag = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), Symbol.toStringTag).get;
+  const arrSort = Array.prototype.sort;
+  const put = (a, v) => {
+    const d = bare(null); d.value = v; d.writable = true; d.enumerable = true; d.configurable = true;
+    defineOwn(a, a.length, d);
+  };
+  const locNames = new WeakMap();    // uniform location -> [program, name]
+  const progStates = new WeakMap();  // program -> {mats: name -> {v, deep}, deep: how many give depth}
+  const ctxStates = new WeakMap();   // context -> its bindings, as the probe saw them set
+  const texFbs = new WeakMap();      // texture -> the framebuffer it is attached to
+  const progOf = (p) => {
+    let s = apply(wmGet, progStates, [p]);
+    if (s === undefined) { s = bare(null); s.mats = bare(null); s.deep = 0; apply(wmSet, progStates, [p, s]); }
+    return s;
+  };
+  const ctxOf = (ctx) => {
+    let s = apply(wmGet, ctxStates, [ctx]);
+    if (s === undefined) {
+      s = bare(null); s.prog = null; s.progObj = null; s.drawFb = null; s.readFb = null; s.vp = null; s.unit = 0; s.units = bare(null);
+      apply(wmSet, ctxStates, [ctx, s]);
+    }
+    return s;
+  };
+  // Column-major, as WebGL takes them: a perspective row, or z moving points across the screen.
+  const givesDepth = (v) => M.abs(v[3]) + M.abs(v[7]) + M.abs(v[11]) > 1e-7 ||
+    M.abs(v[8]) + M.abs(v[9]) > 1e-6 * (M.abs(v[0]) + M.abs(v[5]) + M.abs(v[10]));
+  const perspective = (v) => M.abs(v[3]) + M.abs(v[7]) + M.abs(v[11]) > 1e-7;
+  // `prep` reads the arguments once, before the native call, and hands the native what it read:
+  // a page's array or object read twice could tell WebGL one thing and the record another.
+  const after = (proto, name, fn, prep) => {
+    const orig = proto && proto[name];
+    if (typeof orig !== 'function') return;
+    proto[name] = function (...args) {
+      if (prep) prep(args);
+      const out = apply(orig, this, args);
+      try { fn(this, args, out); } catch (e) { /* never break the page */ }
+      return out;
+    };
+  };
+  const FRAMEBUFFER = 0x8D40, READ_FB = 0x8CA8, DRAW_FB = 0x8CA9, TEXTURE0 = 0x84C0;
+  for (const proto of glProtos) {
+    after(proto, 'getUniformLocation', (ctx, a, loc) => {
+      if (loc && typeof a[1] === 'string') apply(wmSet, locNames, [loc, [a[0], a[1]]]);
+    });
+    after(proto, 'useProgram', (ctx, a) => { const s = ctxOf(ctx); s.progObj = a[0] || null; s.prog = a[0] ? progOf(a[0]) : null; });
+    after(proto, 'linkProgram', (ctx, a) => { if (a[0]) { const p = progOf(a[0]); p.mats = bare(null); p.deep = 0; } });
+    after(proto, 'uniformMatrix4fv', (ctx, a) => {
+      const info = a[0] ? apply(wmGet, locNames, [a[0]]) : undefined;
+      const s = ctxOf(ctx);
+      // a location of another program is refused by WebGL: nothing is set
+      if (info === undefined || s.prog === null || info[0] !== s.progObj) return;
+      const data = a[2], off = a[3] > 0 ? a[3] | 0 : 0;
+      let e = s.prog.mats[info[1]];
+      if (e === undefined) { e = bare(null); e.v = new F32(16); e.deep = false; s.prog.mats[info[1]] = e; }
+      const v = e.v;
+      if (a[1]) { for (let r = 0; r < 4; r++) for (let c = 0; c < 4; c++) v[c * 4 + r] = +data[off + r * 4 + c]; }
+      else for (let k = 0; k < 16; k++) v[k] = +data[off + k];
+      const deep = givesDepth(v);
+      if (deep !== e.deep) { s.prog.deep += deep ? 1 : -1; e.deep = deep; }
+    }, (a) => {
+      a[1] = !!a[1];
+      if (a.length > 3 && a[3] !== undefined) a[3] = +a[3];
+      if (a.length > 4 && a[4] !== undefined) a[4] = +a[4];
+      if (apply(typedTag, a[2], []) !== 'Float32Array' && a[2] !== null && typeof a[2] === 'object') {
+        const n = M.min(+a[2].length | 0, 65536), copy = new F32(n > 0 ? n : 0);
+        for (let k = 0; k < n; k++) copy[k] = +a[2][k];
+        a[2] = copy;
+      }
+    });
+    after(proto, 'bindFramebuffer', (ctx, a) => {
+      const s = ctxOf(ctx), fb = a[1] || null;
+      if (a[0] === FRAMEBUFFER) { s.drawFb = fb; s.readFb = fb; } else if (a[0] === DRAW_FB) s.drawFb = fb; else if (a[0] === READ_FB) s.readFb = fb;
+    });
+    const attach = (ctx, target, tex) => {
+      const s = ctxOf(ctx), fb = target === READ_FB ? s.readFb : s.drawFb;
+      if (tex && fb) apply(wmSet, texFbs, [tex, fb]);
+    };
+    after(proto, 'framebufferTexture2D', (ctx, a) => attach(ctx, a[0], a[3]));
+    after(proto, 'framebufferTextureLayer', (ctx, a) => attach(ctx, a[0], a[2]));
+    after(proto, 'activeTexture', (ctx, a) => { ctxOf(ctx).unit = (a[0] | 0) - TEXTURE0; });
+    after(proto, 'bindTexture', (ctx, a) => { const s = ctxOf(ctx); s.units[s.unit * 65536 + (a[0] | 0)] = a[1] || null; });
+    after(proto, 'viewport', (ctx, a) => { ctxOf(ctx).vp = [a[0], a[1], a[2], a[3]]; },
+      (a) => { for (let k = 0; k < 4; k++) a[k] = +a[k]; });
+    after(proto, 'blitFramebuffer', (ctx) => { if (rec !== null) recordOp(ctx, ctxOf(ctx), -1, null, null); });
+  }
+
+  // --- samples: one frame's draws, as they went ---
+  const REC_MAX = 4000;  // draws kept of one frame (a frame of more is judged on its first ones)
+  let rec = null;        // the frame being recorded, or null
+  const recordOp = (ctx, s, tris, bufW, bufH) => {
+    const op = bare(null);
+    op.screen = s.drawFb === null;
+    op.t = op.screen ? ctx : s.drawFb;
+    op.depth = -1;
+    if (tris < 0) { op.blit = true; op.from = s.readFb; put(rec.ops, op); return; }
+    op.blit = false;
+    op.w = 1;
+    if (op.screen && s.vp !== null) {
+      // a draw into a corner of the screen weighs its share of it (a 1-pixel viewport, nothing)
+      const W = apply(bufW, ctx, []), H = apply(bufH, ctx, []), vp = s.vp;
+      const x0 = M.max(0, vp[0]), y0 = M.max(0, vp[1]), x1 = M.min(W, vp[0] + vp[2]), y1 = M.min(H, vp[1] + vp[3]);
+      op.w = W > 0 && H > 0 ? (M.max(0, x1 - x0) * M.max(0, y1 - y0)) / (W * H) : 0;
+    }
+    op.deep = s.prog !== null && s.prog.deep > 0;
+    op.tris = tris;
+    // what a draw weighs in comparisons: its share of the screen, times what it draws (a tiny
+    // object drawn with some other view weighs little beside the world)
+    op.tw = op.w * (1 + tris);
+    op.mats = [];
+    op.fp = 0;
+    if (s.prog !== null) {
+      let j = 0;
+      for (const name in s.prog.mats) {
+        const src = s.prog.mats[name].v, v = new F64(16);
+        for (let k = 0; k < 16; k++) v[k] = src[k];
+        put(op.mats, [name, v]);
+        op.fp += keyOf(v) * (j + 1.5);
+        j++;
+      }
+    }
+    op.src = null;
+    for (const k in s.units) {
+      const tex = s.units[k], fb = tex ? apply(wmGet, texFbs, [tex]) : undefined;
+      if (fb !== undefined) { if (op.src === null) op.src = []; put(op.src, fb); }
+    }
+    put(rec.ops, op);
+  };
+  const KW = new F64(16);
+  let KWSUM = 0;
+  for (let i = 0; i < 16; i++) { KW[i] = 1 + ((i * 0.6180339887) % 1); KWSUM += KW[i]; }
+  const keyOf = (v) => { let k = 0; for (let i = 0; i < 16; i++) k += v[i] * KW[i]; return k; };
+  const tolOf = (v) => { let m = 0; for (let i = 0; i < 16; i++) m = M.max(m, M.abs(v[i])); return 1e-4 * (1 + m); };
+  const close = (a, b, tol) => { for (let i = 0; i < 16; i++) if (!(M.abs(a[i] - b[i]) <= tol)) return false; return true; };
+  const mul = (a, b) => {
+    const o = new F64(16);
+    for (let c = 0; c < 4; c++) for (let r = 0; r < 4; r++) o[c * 4 + r] = a[r] * b[c * 4] + a[4 + r] * b[c * 4 + 1] + a[8 + r] * b[c * 4 + 2] + a[12 + r] * b[c * 4 + 3];
+    return o;
+  };
+  const inv = (m) => {
+    const a00 = m[0], a01 = m[1], a02 = m[2], a03 = m[3], a10 = m[4], a11 = m[5], a12 = m[6], a13 = m[7];
+    const a20 = m[8], a21 = m[9], a22 = m[10], a23 = m[11], a30 = m[12], a31 = m[13], a32 = m[14], a33 = m[15];
+    const b00 = a00 * a11 - a01 * a10, b01 = a00 * a12 - a02 * a10, b02 = a00 * a13 - a03 * a10, b03 = a01 * a12 - a02 * a11;
+    const b04 = a01 * a13 - a03 * a11, b05 = a02 * a13 - a03 * a12, b06 = a20 * a31 - a21 * a30, b07 = a20 * a32 - a22 * a30;
+    const b08 = a20 * a33 - a23 * a30, b09 = a21 * a32 - a22 * a31, b10 = a21 * a33 - a23 * a31, b11 = a22 * a33 - a23 * a32;
+    const det = b00 * b11 - b01 * b10 + b02 * b09 + b03 * b08 - b04 * b07 + b05 * b06;
+    if (!(M.abs(det) > 1e-30)) return null;
+    const d = 1 / det, o = new F64(16);
+    o[0] = (a11 * b11 - a12 * b10 + a13 * b09) * d; o[1] = (a02 * b10 - a01 * b11 - a03 * b09) * d;
+    o[2] = (a31 * b05 - a32 * b04 + a33 * b03) * d; o[3] = (a22 * b04 - a21 * b05 - a23 * b03) * d;
+    o[4] = (a12 * b08 - a10 * b11 - a13 * b07) * d; o[5] = (a00 * b11 - a02 * b08 + a03 * b07) * d;
+    o[6] = (a32 * b02 - a30 * b05 - a33 * b01) * d; o[7] = (a20 * b05 - a22 * b02 + a23 * b01) * d;
+    o[8] = (a10 * b10 - a11 * b08 + a13 * b06) * d; o[9] = (a01 * b08 - a00 * b10 - a03 * b06) * d;
+    o[10] = (a30 * b04 - a31 * b02 + a33 * b00) * d; o[11] = (a21 * b02 - a20 * b04 - a23 * b00) * d;
+    o[12] = (a11 * b07 - a10 * b09 - a12 * b06) * d; o[13] = (a00 * b09 - a01 * b07 + a02 * b06) * d;
+    o[14] = (a31 * b01 - a30 * b03 - a32 * b00) * d; o[15] = (a20 * b03 - a21 * b01 + a22 * b00) * d;
+    return o;
+  };
+  const IDENTITY = new F64(16);
+  IDENTITY[0] = 1; IDENTITY[5] = 1; IDENTITY[10] = 1; IDENTITY[15] = 1;
+  const copy16 = (e) => { const o = new F64(16); for (let i = 0; i < 16; i++) o[i] = +e[i]; return o; };
+
+  // Which targets reached the screen: walked backwards, a screen draw reaches it (depth 0), a
+  // draw that sampled a framebuffer's texture passes its reach on to that framebuffer's earlier
+  // draws (one deeper), a blit passes it to the framebuffer it read.
+  const reach = (ops) => {
+    const reached = [];
+    const depthOf = (t) => { for (let i = 0; i < reached.length; i++) if (reached[i][0] === t) return reached[i][1]; return -1; };
+    for (let i = ops.length - 1; i >= 0; i--) {
+      const op = ops[i];
+      const d = op.screen ? 0 : depthOf(op.t);
+      op.depth = d;
+      if (d < 0) continue;
+      if (op.blit) { if (op.from && depthOf(op.from) < 0) put(reached, [op.from, d]); continue; }
+      if (op.src !== null) for (let k = 0; k < op.src.length; k++) if (depthOf(op.src[k]) < 0) put(reached, [op.src[k], d + 1]);
+    }
+  };
+  // The target nearest the screen that drew with a transform giving depth (most draws on a tie).
+  const mainTarget = (ops) => {
+    const cands = [];
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i];
+      if (op.blit || op.depth < 0 || !op.deep || !(op.w > 0)) continue;
+      let c = null;
+      for (let k = 0; k < cands.length; k++) if (cands[k][0] === op.t) c = cands[k];
+      if (c === null) put(cands, [op.t, op.depth, 1]);
+      else { c[2] += 1; if (op.depth < c[1]) c[1] = op.depth; }
+    }
+    let best = null;
+    for (let k = 0; k < cands.length; k++) {
+      const c = cands[k];
+      if (best === null || c[1] < best[1] || (c[1] === best[1] && c[2] > best[2])) best = c;
+    }
+    return best === null ? null : best[0];
+  };
+  const sampleOf = (ops, target, r) => {
+    const s = bare(null);
+    s.t = target; s.draws = []; s.idx = bare(null); s.fps = bare(null); s.view = r.view; s.world = r.world;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i];
+      if (op.blit || op.t !== target || op.depth < 0) continue;
+      put(s.draws, op);
+      s.fps[op.fp] = 1;
+      for (let k = 0; k < op.mats.length; k++) {
+        const name = op.mats[k][0], v = op.mats[k][1];
+        if (s.idx[name] === undefined) s.idx[name] = [];
+        put(s.idx[name], [keyOf(v), v]);
+      }
+    }
+    for (const name in s.idx) apply(arrSort, s.idx[name], [(a, b) => a[0] - b[0]]);
+    return s;
+  };
+  // Is Y (within rounding) among the sample's matrices of that name?
+  const lookup = (s, name, Y) => {
+    const arr = s.idx[name];
+    if (arr === undefined) return false;
+    const k = keyOf(Y), tol = tolOf(Y), kt = tol * KWSUM * 1.01;
+    let lo = 0, hi = arr.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (arr[mid][0] < k - kt) lo = mid + 1; else hi = mid; }
+    for (let i = lo; i < arr.length && arr[i][0] <= k + kt; i++) if (close(arr[i][1], Y, tol)) return true;
+    return false;
+  };
+  // Was draw d (of an earlier record) drawn in `cur` moved by D? Each of its matrices is found
+  // there again either moved by D or unchanged (a projection, a model matrix), and at least one
+  // moved: a draw found again all unchanged is the still view's, one with a matrix found nowhere
+  // (a node that turned) moved beyond D.
+  const movedBy = (cur, d, D) => {
+    let moved = false;
+    for (let k = 0; k < d.mats.length; k++) {
+      const name = d.mats[k][0], X = d.mats[k][1], Y = mul(D, X);
+      if (!close(Y, X, tolOf(X)) && lookup(cur, name, Y)) { moved = true; continue; }
+      if (!lookup(cur, name, X)) return false;
+    }
+    return moved;
+  };
+  // Of the reference draws the motion D would change (weighed by op.tw), the share drawn in `cur`
+  // moved by D, and the share drawn there unchanged (what a view that did not move explains);
+  // null when D changes none (no motion to test).
+  const explainShare = (ref, cur, D) => {
+    let T = 0, E = 0, K = 0;
+    for (let i = 0; i < ref.draws.length; i++) {
+      const d = ref.draws[i];
+      if (!(d.tw > 0)) continue;
+      let testable = false;
+      for (let k = 0; k < d.mats.length && !testable; k++) if (!close(mul(D, d.mats[k][1]), d.mats[k][1], tolOf(d.mats[k][1]))) testable = true;
+      if (!testable) continue;
+      T += d.tw;
+      if (cur.fps[d.fp] === 1) K += d.tw;
+      else if (movedBy(cur, d, D)) E += d.tw;
+    }
+    return T > 0 ? [E / T, K / T] : null;
+  };
+  const pickEven = (arr, n) => {
+    if (arr.length <= n) return arr;
+    const out = [];
+    for (let i = 0; i < n; i++) put(out, arr[M.floor((i * arr.length) / n)]);
+    return out;
+  };
+  const matOf = (d, name) => { for (let k = 0; k < d.mats.length; k++) if (d.mats[k][0] === name) return d.mats[k][1]; return null; };
+  // The common motion of what was drawn: candidates D = Y X^-1 from a few reference draws and the
+  // current draws with a matrix of the same name; the one that explains most reference draws.
+  const findMotion = (ref, cur) => {
+    const anchors = pickEven(ref.draws, 4), partners = pickEven(cur.draws, 400), probes = pickEven(ref.draws, 12);
+    const top = [];  // [count, D], best first, at most 3
+    for (let a = 0; a < anchors.length; a++) {
+      for (let k = 0; k < anchors[a].mats.length; k++) {
+        const name = anchors[a].mats[k][0], Xi = inv(anchors[a].mats[k][1]);
+        if (Xi === null) continue;
+        for (let p = 0; p < partners.length; p++) {
+          const Y = matOf(partners[p], name);
+          if (Y === null) continue;
+          const D = mul(Y, Xi);
+          if (close(D, IDENTITY, 1e-5)) continue;
+          let n = 0;
+          for (let q = 0; q < probes.length; q++) {
+            const e = probes[q];
+            if (movedBy(cur, e, D)) n++;
+            if (n + probes.length - 1 - q < (top.length === 3 ? top[2][0] : 1)) break;  // cannot make the top three
+          }
+          if (n < 2 || n * 4 < probes.length) continue;
+          put(top, [n, D]);
+          apply(arrSort, top, [(x, y) => y[0] - x[0]]);
+          if (top.length > 3) top.length = 3;
+        }
+      }
+    }
+    let best = null;
+    for (let i = 0; i < top.length; i++) {
+      const r = explainShare(ref, cur, top[i][1]);
+      if (r !== null && (best === null || r[0] > best[1])) best = [top[i][1], r[0]];
+    }
+    return best;
+  };
+  // A draw's own transform: with a perspective matrix beside it, the other one (the one named for
+  // a view when there are several: three.js also uploads a modelMatrix); else its only matrix.
+  const viewRe = /view/i;
+  const ownOf = (d) => {
+    let P = null, X = null;
+    for (let k = 0; k < d.mats.length; k++) if (P === null && perspective(d.mats[k][1])) P = d.mats[k][1];
+    for (let k = 0; k < d.mats.length; k++) {
+      const v = d.mats[k][1];
+      if (v !== P && (X === null || apply(reTest, viewRe, [d.mats[k][0]]))) X = v;
+    }
+    return [P, X];
+  };
+  // Where the draw's model origin lay in the view before (moved back by Di): well inside it, not at
+  // an edge it may have entered by as the view turned. Unknown (no matrix) counts as inside.
+  const insideBefore = (d, Di) => {
+    const own = ownOf(d), P = own[0], X = own[1];
+    const c = new F64(4);
+    if (P !== null && X !== null) {
+      const x = mul(Di, X);
+      for (let r = 0; r < 4; r++) c[r] = P[r] * x[12] + P[4 + r] * x[13] + P[8 + r] * x[14] + P[12 + r] * x[15];
+    } else if (P !== null || X !== null) {
+      const x = mul(Di, P !== null ? P : X);
+      for (let r = 0; r < 4; r++) c[r] = x[12 + r];
+    } else return true;
+    if (!(c[3] > 1e-9)) return false;
+    const lim = VIEW.inside;
+    return M.abs(c[0] / c[3]) <= lim && M.abs(c[1] / c[3]) <= lim && c[2] / c[3] >= -1 && c[2] / c[3] <= 1;
+  };
+  // Was the draw there before, moved a little (turned in place, stepped along)? A draw of as many
+  // triangles, no longer found, whose own transform's origin lay within a quarter of its distance.
+  const movedFrom = (d, Di, lost) => {
+    const Y = ownOf(d)[1];
+    if (Y === null) return false;
+    const y = mul(Di, Y);
+    for (let i = 0; i < lost.length; i++) {
+      if (lost[i].tris !== d.tris) continue;
+      const X = ownOf(lost[i])[1];
+      if (X === null) continue;
+      if (M.hypot(y[12] - X[12], y[13] - X[13], y[14] - X[14]) <= 0.25 * M.hypot(X[12], X[13], X[14]) + 1e-9) return true;
+    }
+    return false;
+  };
+  const foundIn = (s, d, D) => s.fps[d.fp] === 1 || (D !== IDENTITY && movedBy(s, d, D));
+  // Draws now that the view's motion D (from prev to cur) does not explain, and that were there
+  // before and moved, or lay well inside the view before (new, not entering at an edge).
+  const beyondCount = (prev, cur, D) => {
+    const Di = D === IDENTITY ? IDENTITY : inv(D);
+    if (Di === null) return null;
+    const lost = [];
+    for (let i = 0; i < prev.draws.length && lost.length < 400; i++) {
+      const x = prev.draws[i];
+      if (x.w > 0 && !foundIn(cur, x, D)) put(lost, x);
+    }
+    let n = 0;
+    for (let i = 0; i < cur.draws.length; i++) {
+      const y = cur.draws[i];
+      if (!(y.w > 0) || foundIn(prev, y, Di)) continue;
+      if (movedFrom(y, Di, lost) || insideBefore(y, Di)) n++;
+    }
+    return n;
+  };
+  // kept: against the window's first sample; the view's motion and what moved beyond it: against
+  // the sample before (half a second: little enters or leaves the view in it).
+  const compareSamples = (v, first, prev, cur) => {
+    let W = 0, kept = 0;
+    for (let i = 0; i < first.draws.length; i++) { const d = first.draws[i]; if (d.w > 0) { W += d.w; if (cur.fps[d.fp] === 1) kept += d.w; } }
+    if (!(W > 0)) return;
+    v.compared += 1;
+    const K = kept / W;
+    if (v.keptMin === null || K < v.keptMin) v.keptMin = K;
+    let Wp = 0, keptPrev = 0;
+    for (let i = 0; i < prev.draws.length; i++) { const d = prev.draws[i]; if (d.w > 0) { Wp += d.w; if (cur.fps[d.fp] === 1) keptPrev += d.w; } }
+    const still = Wp > 0 && keptPrev / Wp >= VIEW.min_kept;
+    // The claimed camera is the one drawn with when its motion explains more of what was drawn
+    // than a view that did not move would (a camera nobody draws with explains nothing, and what
+    // was drawn stayed as it was); an honest view explains all but what moves in the world.
+    let Dc = null, drawnWith = false;
+    if (prev.view !== null && cur.view !== null) {
+      Dc = mul(cur.view, prev.world);
+      const r = explainShare(prev, cur, Dc);
+      if (r !== null) {
+        v.claimed += 1;
+        drawnWith = r[0] > r[1];
+        if (drawnWith) v.confirmed += 1;
+        if (v.claimedMax === null || r[0] > v.claimedMax) v.claimedMax = r[0];
+        if (v.claimedMin === null || r[0] < v.claimedMin) v.claimedMin = r[0];
+        if (v.stillMax === null || r[1] > v.stillMax) v.stillMax = r[1];
+      }
+    }
+    let De = null;
+    if (!still && !drawnWith) {
+      const f = findMotion(prev, cur);
+      if (f !== null) {
+        if (v.foundMax === null || f[1] > v.foundMax) v.foundMax = f[1];
+        if (f[1] >= VIEW.min_found) De = f[0];
+      }
+    }
+    const D = still ? IDENTITY : drawnWith ? Dc : De;
+    const b = D === null ? null : beyondCount(prev, cur, D);
+    if (b === null) v.beyondUnknown += 1;
+    else { v.beyondKnown += 1; if (b > v.beyondMax) v.beyondMax = b; }
+  };
+  const newView = () => {
+    const v = bare(null);
+    v.ref = null; v.prev = null; v.lastT = -1e12; v.samples = 0; v.compared = 0; v.deep = false; v.keptMin = null;
+    v.claimed = 0; v.confirmed = 0; v.claimedMax = null; v.claimedMin = null; v.stillMax = null; v.foundMax = null;
+    v.beyondMax = 0; v.beyondKnown = 0; v.beyondUnknown = 0; v.switched = 0; v.truncated = false;
+    return v;
+  };
+  const finishSample = (r) => {
+    const w = r.win, v = w.view;
+    if (sc.win !== w) return;  // its window closed meanwhile
+    let drew = false;
+    for (let i = 0; i < r.ops.length && !drew; i++) if (!r.ops[i].blit) drew = true;
+    if (!drew) return;  // a frame that drew nothing: the next one is taken instead
+    v.lastT = r.t;
+    v.samples += 1;
+    if (r.ops.length >= REC_MAX) v.truncated = true;
+    reach(r.ops);
+    const target = mainTarget(r.ops);
+    if (target === null) return;  // drawn flat: nothing to compare
+    v.deep = true;
+    const s = sampleOf(r.ops, target, r);
+    if (v.ref === null) { v.ref = s; v.prev = s; return; }
+    // the same role may go to another framebuffer from frame to frame (post-processing swaps its
+    // two targets): the records compare what the main target drew, wherever it went
+    if (s.t !== v.prev.t) v.switched += 1;
+    compareSamples(v, v.ref, v.prev, s);
+    v.prev = s;
+  };
+  // At each of our frames: the frame recorded is finished; a new one is recorded when a window
+  // wants its first sample or VIEW.sample_ms have passed since its last.
+  const viewTick = () => {
+    if (rec !== null) { const r = rec; rec = null; try { finishSample(r); } catch (e) { /* a broken sample is none */ } }
+    const w = sc.win;
+    if (!w || !w.view || w.view.samples >= VIEW.max_samples) return;
+    if (w.view.samples === 0 || clock() - w.view.lastT >= VIEW.sample_ms) {
+      rec = bare(null); rec.ops = []; rec.win = w; rec.view = null; rec.world = null; rec.t = clock();
+    }
+  };
+  const viewSummary = (w) => {
+    const v = w.view;
+    if (!v) return null;
+    return {
+      samples: v.samples, compared: v.compared, deep: v.deep, draws: v.ref ? v.ref.draws.length : 0,
+      kept: v.keptMin, claimed: v.claimed, confirmed: v.confirmed, claimed_explained: v.claimedMax,
+      claimed_explained_min: v.claimedMin, still_explained: v.stillMax,
+      found_explained: v.foundMax,
+      // evidence of change beyond the view's motion counts when seen; none only when every compared sample could tell
+      beyond: v.beyondMax > 0 ? v.beyondMax : v.compared > 0 && v.beyondUnknown === 0 ? 0 : null,
+      switched: v.switched, truncated: v.truncated,
+    };
+  };
 
   // --- what WebGL itself drew: a small picture of each canvas at the opening of every window ---
   // The screenshots that bound a window show the whole page, which CSS, the DOM or a 2D canvas
@@ -185,6 +841,7 @@
   const makeBitmap = window.createImageBitmap;
   const VF = window.VideoFrame;
   const vfCopyTo = VF && VF.prototype.copyTo, vfClose = VF && VF.prototype.close, vfSize = VF && VF.prototype.allocationSize;
+  const vfFormat = VF && Object.getOwnPropertyDescriptor(VF.prototype, 'format').get;
   const bmClose = window.ImageBitmap && ImageBitmap.prototype.close;
   const rectOf = Element.prototype.getBoundingClientRect;
   const rectGet = (k) => Object.getOwnPropertyDescriptor(DOMRectReadOnly.prototype, k).get;
@@ -196,20 +853,23 @@
   const PIC_BYTES = PIC_W * PIC_H * 4;
   const byteLength = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(U8.prototype), 'length').get;
   const canPicture = typeof makeBitmap === 'function' && typeof vfCopyTo === 'function' && typeof microtask === 'function';
-  const pictures = [];  // one per window opened, in order: {taken, pending, list: [{canvas, rect, data}], shares}
+  const pictures = [];  // one per window opened, in order: {taken, pending, list: [{canvas, cid, rect, data, format}], shares, seq, sent}
+  const firsts = [];    // a canvas's first drawn frame (canvasId above): {..., first: windows opened before it}
   let armed = null;     // the picture waiting for the page's next drawn frame
+  let pictureSeq = 0;   // the order pictures were taken in
   const openPicture = () => {
-    const pic = { taken: false, pending: 0, list: [], shares: null };
+    const pic = { taken: false, pending: 0, list: [], shares: null, seq: 0, sent: false };
     defineOwn(pictures, pictures.length, { value: pic, writable: true, enumerable: true, configurable: true });
     armed = canPicture ? pic : null;
   };
   const ended = (pic) => { pic.pending -= 1; if (pic.pending === 0) sc.poll(); };
   const takePicture = (pic) => {
-    try { takeEach(pic); } finally { ended(pic); }  // ended: the hold taken with the frame
+    try { takeEach(pic, drawnTo); } finally { ended(pic); }  // ended: the hold taken with the frame
   };
-  const takeEach = (pic) => {
-    for (let i = 0; i < drawnTo.length; i++) {
-      const canvas = apply(drawnTo[i].canvas, drawnTo[i].ctx, []);
+  const takeEach = (pic, drawn) => {
+    pic.seq = ++pictureSeq;
+    for (let i = 0; i < drawn.length; i++) {
+      const canvas = apply(drawn[i].canvas, drawn[i].ctx, []), cid = drawn[i].cid;
       let rect = null;
       try {
         const r = apply(rectOf, canvas, []);
@@ -226,11 +886,11 @@
         try { const init = bare(null); init.timestamp = 0; frame = new VF(bitmap, init); } catch (e) { frame = null; }
         try { apply(bmClose, bitmap, []); } catch (e) { /* closed already */ }
         if (frame === null) { ended(pic); return; }
-        let data;
-        try { data = new U8(apply(vfSize, frame, [])); } catch (e) { apply(vfClose, frame, []); ended(pic); return; }
+        let data, format = null;
+        try { data = new U8(apply(vfSize, frame, [])); format = '' + apply(vfFormat, frame, []); } catch (e) { apply(vfClose, frame, []); ended(pic); return; }
         const done = (ok) => {
           try { apply(vfClose, frame, []); } catch (e) { /* closed already */ }
-          if (ok && apply(byteLength, data, []) === PIC_BYTES) defineOwn(pic.list, pic.list.length, { value: { canvas, rect, data }, writable: true, enumerable: true, configurable: true });
+          if (ok && apply(byteLength, data, []) === PIC_BYTES) defineOwn(pic.list, pic.list.length, { value: { canvas, cid, rect, data, format }, writable: true, enumerable: true, configurable: true });
           ended(pic);
         };
         try { apply(then, apply(vfCopyTo, frame, [data]), [() => done(true), () => done(false)]); } catch (e) { done(false); }
@@ -272,10 +932,34 @@
     pic.shares = out;
     return out;
   };
+  // The pictures themselves go to the checker once each, when complete (base64 of the RGBA bytes,
+  // built with functions kept before any page script), so it can compare them with the screenshots
+  // (showcase/check/visible.py): [window index or -1, windows opened before it, its order taken,
+  // [[canvas id, x, y, width, height, pixel format, base64], ...]].
+  const b64 = window.btoa;
+  const byteChars = [];
+  for (let k = 0; k < 256; k++) defineOwn(byteChars, k, { value: apply(String.fromCharCode, String, [k]), writable: false, enumerable: true, configurable: false });
+  const encode = (data) => {
+    let s = '';
+    for (let k = 0; k < PIC_BYTES; k++) s += byteChars[data[k]];
+    return apply(b64, window, [s]);
+  };
+  const deliver = (out, pic, index, first) => {
+    if (pic.sent || !pic.taken || pic.pending > 0) return;
+    pic.sent = true;
+    const rows = [];
+    for (let k = 0; k < pic.list.length; k++) {
+      const e = pic.list[k];
+      defineOwn(rows, rows.length, { value: [e.cid, e.rect[0], e.rect[1], e.rect[2], e.rect[3], e.format, encode(e.data)], writable: true, enumerable: true, configurable: true });
+    }
+    defineOwn(out, out.length, { value: [index, first, pic.seq, rows], writable: true, enumerable: true, configurable: true });
+  };
   const glChanges = () => {
-    const out = [];
+    const out = [], pics = [];
     for (let i = 0; i + 1 < pictures.length; i++) defineOwn(out, i, { value: sharesOf(i), writable: true, enumerable: true, configurable: true });
-    return { available: canPicture, windows: out };
+    for (let i = 0; i < pictures.length; i++) deliver(pics, pictures[i], i, i);
+    for (let i = 0; i < firsts.length; i++) deliver(pics, firsts[i], -1, firsts[i].first);
+    return { available: canPicture, windows: out, pictures: pics };
   };
   // Resolves once the last picture was taken and none is still being taken, or after maxMs.
   const glSettled = (maxMs) => new Prom((resolve) => {
@@ -283,8 +967,24 @@
     const check = () => {
       let busy = pictures.length > 0 && canPicture && !pictures[pictures.length - 1].taken;
       for (let i = 0; i < pictures.length; i++) if (pictures[i].pending > 0) busy = true;
+      for (let i = 0; i < firsts.length; i++) if (firsts[i].pending > 0) busy = true;
       if (busy && clock() - t0 < maxMs) return false;
       resolve({ gl: glChanges() });
+      return true;
+    };
+    if (check()) return;
+    defineOwn(sc.waiters, sc.waiters.length, { value: check, writable: true, enumerable: true, configurable: true });
+    apply(setTimer, window, [() => { if (check()) sc.poll(); }, maxMs + 1]);
+  });
+  // Resolves once the open window's opening picture is taken (the page drew a frame since it
+  // opened), or after maxMs. The checker sends a step's input only then: on a page drawing under
+  // 1 fps the input could otherwise reach the page before its first frame in the step, and the
+  // picture that should show the view before the input would show the answer already (3.0).
+  const pictured = (maxMs) => new Prom((resolve) => {
+    const t0 = clock();
+    const check = () => {
+      if (armed !== null && clock() - t0 < maxMs) return false;
+      resolve(armed === null);
       return true;
     };
     if (check()) return;
@@ -328,6 +1028,11 @@
     sc.cameraCounts.set(camera, n);
     if (!sc.mainCamera || (camera !== sc.mainCamera && n > (sc.cameraCounts.get(sc.mainCamera) || 0))) sc.mainCamera = camera;
     if (camera !== sc.mainCamera) return;
+    if (rec !== null) {
+      // the view the camera claims for the frame being recorded, to be checked against its draws
+      try { rec.view = copy16(camera.matrixWorldInverse.elements); rec.world = copy16(camera.matrixWorld.elements); }
+      catch (e) { rec.view = null; rec.world = null; }
+    }
     sc.posed += 1;
     const pose = poseOf(camera.matrixWorld);
     pose.lens = lensOf(camera);
@@ -411,7 +1116,7 @@
   sc.startWindow = () => {
     openPicture();
     sc.win = { ref: sc.lastPose, scale: sc.lastPose ? M.max(dist(sc.lastPose.p, sc.center), 1e-6) : 1, renders: 0, maxDeg: 0, maxMove: 0, maxZoom: 0, frames0: sc.frames, ticks0: sc.ticks, t0: clock(),
-      prev: null, zoom: 0, yaw: 0, head: [], tail: [], input: null, inputAfter: 0, wheeled: 0, released: false, rested: false };
+      prev: null, zoom: 0, yaw: 0, head: [], tail: [], input: null, inputAfter: 0, wheeled: 0, released: false, rested: false, view: newView(), drawn: [] };
     return true;
   };
   sc.readWindow = () => {
@@ -425,6 +1130,8 @@
       max_zoom: w.maxZoom,
       frames: sc.frames - w.frames0,
       ticks: sc.ticks - w.ticks0,
+      // per frame the page drew in: [canvas id, vertices, ...] of what could be seen (noteFrame)
+      drawn: copyOf(w.drawn),
       seconds: (clock() - w.t0) / 1000,
       // Signed change from the window's start to now: zoom (distance to the world's centre as a
       // share of it, plus the log change of fov/zoom; negative is closer) and the view's yaw.
@@ -444,13 +1151,17 @@
       // What WebGL drew, window by window, as far as known now (every read carries it, so a page
       // that freezes or leaves keeps what was confirmed before).
       gl: glChanges(),
+      // What WebGL drew with in the window (3.0): whether the view moved as the camera says.
+      view: viewSummary(w),
     };
   };
 
   // Wait in the page, not by polling it (at 1 fps every call waits for a frame): resolves at the
   // first of our own frames (or timer) when the window has lasted minMs and shown minFrames
-  // frames in which the page drew, or has lasted minMs without any drawn frame for at least 1 s
-  // (a page that does not draw gets no extension), or has lasted maxMs. With `next` the window
+  // frames in which the page drew, or has lasted minMs without any drawn frame for at least quietMs
+  // (a page that does not draw gets no extension; the checker makes it a few of the page's own frame
+  // times, at least 1 s, so a page drawing under 1 fps is not taken for one that never draws), or
+  // has lasted maxMs. With `next` the window
   // read is closed and the next one opened in the same moment, so control steps follow each
   // other without a gap and without an extra call.
   sc.waiters = [];
@@ -466,13 +1177,14 @@
   // {wheel: d} until trusted wheels summing |deltaY| >= d reached the page (coalesced wheels add
   // their deltas), {drag: true} until a move without buttons came after the release.
   const inputDone = (w, expect) => !expect || (expect.wheel ? w.wheeled >= expect.wheel * 0.99 : !expect.drag || w.rested);
-  sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow, expect) => new Prom((resolve) => {
+  sc.waitFrames = (minFrames, minMs, maxMs, next, fromNow, expect, quietMs) => new Prom((resolve) => {
     const w = sc.win;
     if (!w) { resolve(null); return; }
-    const after = sc.frames + (sc.cur.draws > 0 ? 1 : 0) + (fromNow ? 1 : 0);
+    const after = sc.frames + (sc.cur.calls > 0 ? 1 : 0) + (fromNow ? 1 : 0);
     // maxMs counts from this call, not from the window's opening: the screenshot and the input
     // that came between (seconds each on a slow page) must not use up the step's own frames.
     const called = clock();
+    const quiet = minMs > quietMs ? minMs : quietMs;
     let done = false;
     const check = () => {
       if (done) return true;
@@ -480,7 +1192,7 @@
       // A step with an input also waits for the input to reach the page (the acknowledgement of
       // its dispatch can come frames before that) and for a frame drawn wholly after its last event.
       const enough = f >= minFrames && sc.frames >= after && (!fromNow || (w.input && inputDone(w, expect) && sc.frames >= w.inputAfter));
-      if (!((el >= minMs && (enough || (f === 0 && el >= (minMs > 1000 ? minMs : 1000)))) || clock() - called >= maxMs)) return false;
+      if (!((el >= minMs && (enough || (f === 0 && el >= quiet))) || clock() - called >= maxMs)) return false;
       done = true;
       const out = sc.readWindow();
       if (next) { try { sc.attach(); } catch (e) { /* a broken scene only costs the camera */ } sc.startWindow(); }
@@ -491,7 +1203,7 @@
     if (check()) return;
     sc.waiters.push(check);
     const el = clock() - w.t0;
-    for (const at of [minMs - el, (minMs > 1000 ? minMs : 1000) - el, maxMs]) if (at > 0) apply(setTimer, window, [() => { if (check()) sc.poll(); }, at + 1]);
+    for (const at of [minMs - el, quiet - el, maxMs]) if (at > 0) apply(setTimer, window, [() => { if (check()) sc.poll(); }, at + 1]);
   });
 
   // The moment an input reaches the page, before any of its own listeners: ours are the first on
@@ -513,7 +1225,7 @@
       const p = w.prev || w.ref;
       w.input = [p ? p.t / 1000 : clock() / 1000, w.zoom, w.yaw];
     }
-    if (w.input) w.inputAfter = sc.frames + (sc.cur.draws > 0 ? 1 : 0) + 1;
+    if (w.input) w.inputAfter = sc.frames + (sc.cur.calls > 0 ? 1 : 0) + 1;
   };
   const listen = window.addEventListener;
   for (const [type, start] of [['wheel', true], ['pointerdown', true], ['mousedown', true], ['pointermove', false], ['pointerup', false], ['mouseup', false]]) {
@@ -554,12 +1266,65 @@
     for (let p = o; p; p = p.parent) if (p.isCamera) return true;
     return false;
   };
+  // 3.0: only what is drawn and in view can show motion: a renderable object (mesh, points, line,
+  // sprite) visible up its parents, with a material that is shown, on a layer the camera sees, and
+  // whose bounding sphere meets the camera's view. An empty node, a hidden mesh, or one far
+  // outside the view moves nothing a person sees, nor do their materials' uniforms.
+  const frustumOf = (cam) => {
+    try {
+      const pv = mul(copy16(cam.projectionMatrix.elements), copy16(cam.matrixWorldInverse.elements));
+      const planes = [];
+      for (let k = 0; k < 6; k++) {
+        const i = k >> 1, sgn = k & 1 ? 1 : -1, p = new F64(4);
+        for (let c = 0; c < 4; c++) p[c] = pv[c * 4 + 3] + sgn * pv[c * 4 + i];
+        const n = M.hypot(p[0], p[1], p[2]);
+        if (!(n > 0)) return null;
+        for (let c = 0; c < 4; c++) p[c] /= n;
+        put(planes, p);
+      }
+      return planes;
+    } catch (e) { return null; }
+  };
+  const sphereOf = (o) => {
+    let bs = null;
+    try {
+      // three.js culls a frustumCulled: false object never; an instanced mesh's sphere may be stale
+      if (o.frustumCulled === false || o.isInstancedMesh || o.isBatchedMesh || o.isSkinnedMesh) return null;
+      if (o.isSprite) bs = { center: { x: 0, y: 0, z: 0 }, radius: 0.75 };
+      else if (o.geometry) { if (!o.geometry.boundingSphere && o.geometry.computeBoundingSphere) o.geometry.computeBoundingSphere(); bs = o.geometry.boundingSphere; }
+      if (!bs || !bs.center || !(bs.radius >= 0)) return null;
+      const e = o.matrixWorld.elements, c = bs.center;
+      const s = M.max(M.hypot(e[0], e[1], e[2]), M.hypot(e[4], e[5], e[6]), M.hypot(e[8], e[9], e[10]));
+      return [e[0] * c.x + e[4] * c.y + e[8] * c.z + e[12], e[1] * c.x + e[5] * c.y + e[9] * c.z + e[13],
+        e[2] * c.x + e[6] * c.y + e[10] * c.z + e[14], bs.radius * s];
+    } catch (e) { return null; }
+  };
+  const drawnInView = (o, planes, layers) => {
+    if (!(o.isMesh || o.isPoints || o.isLine || o.isSprite) || !isVisible(o)) return false;
+    const mats = Array.isArray(o.material) ? o.material : [o.material];
+    let shown = false;
+    for (let k = 0; k < mats.length; k++) { const m = mats[k]; if (m && m.visible !== false && !(m.transparent && m.opacity <= 0)) shown = true; }
+    if (!shown) return false;
+    if (layers !== null && o.layers && typeof o.layers.mask === 'number' && (o.layers.mask & layers) === 0) return false;
+    if (planes !== null) {
+      const sph = sphereOf(o);
+      if (sph !== null) for (let k = 0; k < planes.length; k++) {
+        const p = planes[k];
+        if (p[0] * sph[0] + p[1] * sph[1] + p[2] * sph[2] + p[3] < -sph[3]) return false;
+      }
+    }
+    return true;
+  };
   sc.snapshot = () => {
     const s = window.scene;
     if (!s || typeof s.traverse !== 'function') return -1;
     const nodes = new Map(), inst = new Map(), attrs = new Map(), unif = new Map(), morph = new Map();
+    const viewer = sc.mainCamera;
+    const planes = viewer ? frustumOf(viewer) : null;
+    const layers = viewer && viewer.layers && typeof viewer.layers.mask === 'number' ? viewer.layers.mask : null;
     for (const o of objectsOf(s)) {
       if (o.isCamera || isUnderCamera(o)) continue;
+      if (!drawnInView(o, planes, layers)) continue;
       if (o.matrixWorld) nodes.set(o, Float64Array.from(o.matrixWorld.elements));
       if (o.isInstancedMesh && o.instanceMatrix) inst.set(o, o.instanceMatrix.array.slice(0, o.count * 16));
       const pos = o.geometry && o.geometry.attributes && o.geometry.attributes.position;
@@ -643,13 +1408,6 @@
     return res;
   };
 
-  // --- the visible text, for the English item ---
-  sc.text = () => {
-    const parts = [];
-    if (document.title) parts.push(document.title);
-    if (document.body) parts.push(document.body.innerText || '');
-    return parts.join('\n').replace(/[ \t]+/g, ' ').trim();
-  };
   // Boxes of the page's visible text (viewport pixels), so "not blank" and "the picture changed"
   // can leave the page's own text out. A page that lies here only hides more of its own picture.
   sc.textBoxes = () => {
@@ -671,17 +1429,17 @@
     attach: () => sc.attach(),
     startWindow: () => sc.startWindow(),
     readWindow: () => sc.readWindow(),
-    waitFrames: (minFrames, minMs, maxMs, next, fromNow, expect) => sc.waitFrames(minFrames, minMs, maxMs, !!next, !!fromNow,
-      expect && typeof expect === 'object' ? { wheel: +expect.wheel || 0, drag: !!expect.drag } : null),
+    waitFrames: (minFrames, minMs, maxMs, next, fromNow, expect, quietMs) => sc.waitFrames(minFrames, minMs, maxMs, !!next, !!fromNow,
+      expect && typeof expect === 'object' ? { wheel: +expect.wheel || 0, drag: !!expect.drag } : null, +quietMs > 1000 ? +quietMs : 1000),
     frames: () => ({ frames: sc.frames, ticks: sc.ticks, posed: sc.posed }),
     snapshot: () => sc.snapshot(),
     compare: (i, j) => sc.compare(i, j),
     world: () => sc.world(),
-    text: () => sc.text(),
     textBoxes: () => sc.textBoxes(),
     contexts: () => ({ webgl: sc.webglContexts, c2d: sc.canvas2dContexts }),
     gl: () => glChanges(),
     glSettled: (maxMs) => glSettled(+maxMs || 0),
+    pictured: (maxMs) => pictured(+maxMs || 0),
   });
   apply(debug, con, [TOKEN, api]);
 })();

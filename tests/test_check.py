@@ -333,12 +333,18 @@ def test_frame_rate_points_follow_the_methods_thresholds():
 
 
 def test_english_judge():
-    rule = dict(max_foreign_letter_share=0.05, min_words=8)
+    spec = load_rubric().items["6b"]
+    rule = dict(max_foreign_letter_share=spec["max_foreign_letter_share"], min_words=spec["min_words_for_language"],
+                min_odds=spec["min_odds"])
     assert judge_english("", **rule)[0]
     assert judge_english("Voxel Valley. Drag to orbit the camera and scroll to zoom in on the world.", **rule)[0]
     assert not judge_english("Vallée des voxels. Faites glisser la souris pour tourner et la molette pour le zoom dans les nuages.", **rule)[0]
     assert not judge_english("Die Welt der Würfel ist nicht klein und sie ist auch mit einer Kamera zu sehen.", **rule)[0]
     assert not judge_english("Воксельный мир", **rule)[0]
+    # a short HUD: real English stays English, a 9-word Portuguese line is not (it read as English until 3.0)
+    assert judge_english("WASD to move, mouse to look, scroll to zoom", **rule)[0]
+    assert judge_english("Left drag: orbit · Right drag: pan · Wheel: zoom", **rule)[0]
+    assert not judge_english("Mundo de voxels — arraste para orbitar · scroll zoom · WASD para mover", **rule)[0]
 
 
 def test_looks_like_html():

@@ -14,9 +14,9 @@ from showcase.report.load import load_run
 OLD = Path(__file__).resolve().parent / "pages" / "check-rubric-1.0.json"
 
 
-def test_rubric_is_2_7_with_a_changelog_entry():
+def test_rubric_is_3_0_with_a_changelog_entry():
     version = load_rubric().version
-    assert version == "2.7"
+    assert version == "3.0"
     assert f"## {version}" in (CHECKS_DIR / "CHANGELOG.md").read_text()
 
 

@@ -67,6 +67,10 @@ def check(
         help="Pages scored at the same time. More is faster, but checks at once share the cores: a page beside another check draws fewer frames (item 5).",
     ),
     ray: str | None = typer.Option(None, "--ray", help="Score the pages on this Ray cluster's showcase nodes (the ray extra); see docs/batch.md."),
+    seed: int | None = typer.Option(
+        None, "--seed", min=0, max=2**31 - 1,
+        help="Seed of the control steps' wheel and drag (check.json records it; the same seed sends the same events again). Default: a new one per page.",
+    ),
 ) -> None:
     """Score each page on the ten items of the browser check (checks/rubric.toml).
 
@@ -83,13 +87,15 @@ def check(
         if dup:
             raise UserError(f"several pages share the file stem {dup[0]!r}; their results would share {out / dup[0]}")
         dirs = {p: out / p.stem for p in pages}
+    if ray is not None and seed is not None:
+        raise UserError("--seed applies to checks run here; with --ray each page draws its own seed (its check.json records it)")
     if ray is not None:
         from showcase.batch.remote import check_on_ray
 
         reports, failures, _ = check_on_ray(htmls, dirs, npm_dir, ray)
         reports = {p: reports[p] for p in htmls if p in reports}
     else:
-        reports, failures = asyncio.run(_check_all(htmls, dirs, npm_dir, workers, quiet=as_json))
+        reports, failures = asyncio.run(_check_all(htmls, dirs, npm_dir, workers, quiet=as_json, seed=seed))
     if as_json:
         data = [json.loads(r.model_dump_json()) for r in reports.values()]
         print(json.dumps(data[0] if len(pages) == 1 and data else data, indent=2))
@@ -110,7 +116,8 @@ def check(
         raise type(exc)(f"{path}: {exc}") if len(pages) > 1 else exc
 
 
-async def _check_all(htmls: dict[Path, bytes], dirs: dict[Path, Path], npm_dir: Path | None, workers: int, quiet: bool):
+async def _check_all(htmls: dict[Path, bytes], dirs: dict[Path, Path], npm_dir: Path | None, workers: int, quiet: bool,
+                     seed: int | None = None):
     reports: dict[Path, CheckReport] = {}
     failures: dict[Path, Exception] = {}
     limit = asyncio.Semaphore(workers)
@@ -122,7 +129,8 @@ async def _check_all(htmls: dict[Path, bytes], dirs: dict[Path, Path], npm_dir: 
             async with limit:
                 try:
                     out = dirs[path]
-                    report = await check_page(html, npm_dir=npm_dir, screenshot_path=out / "screenshot.png", page_name=str(path))
+                    report = await check_page(html, npm_dir=npm_dir, screenshot_path=out / "screenshot.png", page_name=str(path),
+                                              seed=seed)
                     write_report(report, out)
                     reports[path] = report
                 except ShowcaseError as exc:

@@ -4,6 +4,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from showcase.check.inputs import ControlInputs
+
 
 class ItemResult(BaseModel):
     """One of the ten items, scored."""
@@ -56,6 +58,10 @@ class CheckReport(BaseModel):
         "change); false: this browser cannot, and those items were judged without them; null: no window was read (or rubric < 2.7)"
     )
     phases: dict[str, float] = Field(default_factory=dict, description="seconds spent in each phase")
+    control_inputs: ControlInputs | None = Field(
+        None, description="the seed of the control steps' inputs and every event sent (rubric 3.0; null before): "
+        "`showcase check --seed N` sends the same events again"
+    )
 
 
 class LoadCheck(BaseModel):

@@ -31,6 +31,11 @@ from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
 from showcase.browser.seal import browser_pid
 from showcase.check.session import BoundedPage, StopMeasuring
+from showcase.check.view import probe_rules
+from showcase.check.visible import Visible, apply_visible
+from showcase.check.inputs import ControlInputs, dispatch, new_seed, plan_inputs
+from showcase.check.language import identifier as language_identifier
+from showcase.check.visible_text import VisibleText, capture as capture_text, visible_text
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
 from showcase.run.monitor import ForeignProcessMonitor
@@ -40,6 +45,12 @@ WINDOW_2 = "tour window 2"  # its closing picture is taken during the first cont
 # The measuring windows in the order the probe opens them (each opens a picture of what WebGL drew).
 STEP_NAMES = ("baseline before wheel", "wheel", "wheel back", "baseline before drag", "drag", "drag back")
 GL_SETTLE_S = 2.0  # how long the last reading waits for the pictures still being taken
+
+
+def slot_of(name: str) -> int:
+    """The window whose opening picture a closing screenshot pairs with: 0 is the frame after ready
+    (window 1's opening), 1 closes window 1, 2 window 2, 3-8 the control steps."""
+    return 2 if name == WINDOW_2 else 3 + STEP_NAMES.index(name)
 
 
 @dataclass
@@ -60,6 +71,8 @@ class Measurements:
     world: dict | None = None
     animation: dict | None = None
     text: str | None = None
+    text_sources: dict[str, int] = field(default_factory=dict)  # pieces of visible text kept, by where they came from
+    text_dropped: int = 0               # pieces of text no person sees (hidden, transparent, clipped, off the page)
     steps: dict[str, dict] = field(default_factory=dict)
     webgl_contexts: int | None = None
     canvas2d_contexts: int | None = None
@@ -69,12 +82,16 @@ class Measurements:
     last_shot: bytes | None = None
     observed_s: float = 0.0
     gl_pictures: bool | None = None     # whether the probe could take pictures of what WebGL drew
+    blank_screen_share: float | None = None  # item 4 on the screenshot alone (blank_share: also what WebGL drew, seen)
+    blank_webgl_share: float | None = None
+    visible_canvases: dict | None = None     # per WebGL canvas: how much of its drawing was seen (visible.py)
 
 
 class _Measure:
-    def __init__(self, bp: BoundedPage, rubric: Rubric):
+    def __init__(self, bp: BoundedPage, rubric: Rubric, inputs: ControlInputs):
         self.bp = bp
         self.r = rubric
+        self.inputs = inputs
         self.t = rubric.timing
         self.m = Measurements()
         self.prev: Shot | None = None
@@ -83,6 +100,8 @@ class _Measure:
         self.frame_s: float | None = None  # seconds per drawn frame, from the last tour window
         self.picture: asyncio.Future | None = None  # a window's closing screenshot, still being taken
         self.gl: list[list | None] = []  # per window opened: what WebGL drew in it, as the probe last said
+        spec = rubric.items["4"]
+        self.vis = Visible(rubric.viewport, spec["seen_tolerance"], spec["tolerance"], spec["min_seen_share"])
 
     def mask(self) -> np.ndarray | None:
         """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
@@ -133,6 +152,7 @@ class _Measure:
         if not isinstance(gl, dict) or not isinstance(gl.get("windows"), list):
             return
         self.m.gl_pictures = bool(gl.get("available"))
+        self.vis.add_pictures(gl.get("pictures"))
         for i, shares in enumerate(gl["windows"][:16]):
             if i >= len(self.gl):
                 self.gl.append(None)
@@ -192,7 +212,7 @@ class _Measure:
 
         async def read() -> dict:
             got = await self.bp.probe(
-                "({win: this.readWindow(), snap: this.snapshot(), text: this.text(), boxes: this.textBoxes(), ctx: this.contexts()"
+                "({win: this.readWindow(), snap: this.snapshot(), boxes: this.textBoxes(), ctx: this.contexts()"
                 + also + (", next: (this.attach(), this.startWindow())" if chain else "") + "})",
                 "reading a measuring window",
             )
@@ -219,6 +239,7 @@ class _Measure:
         win["pixel_share"] = None
         if shot is not None:
             self.close_picture(win, shot, self.r.items["7"]["pixel_tolerance"])
+            self.vis.add_screen(index, shot.rgb)
         return win, got, next_t0
 
     def close_picture(self, into: dict, shot: Shot, tolerance: float) -> None:
@@ -238,6 +259,20 @@ class _Measure:
         """A tour window may be extended for frames only as far as leaves the rest its time."""
         rest = self.STEPS * self.step_need_s() + (self.t.window_s + 2 * (self.frame_s or 0.5) if index == 1 else 0) + 2
         return max(self.t.window_s, min(self.t.window_max_s, self.bp.remaining() - rest))
+
+    async def until_pictured(self) -> None:
+        """Before a step's input: wait (beside its screenshot) until the page drew its first frame in
+        the step, whose WebGL picture is what the step's answer is compared with. Only a page that
+        drew in tour window 2 is waited for, at most a few of its frame times."""
+        if self.frame_s is None or self.m.gl_pictures is False:
+            return
+        wait_s = min(self.quiet_s(), max(0.0, self.bp.remaining() - 2))
+        await self.bp.probe(f"this.pictured({wait_s * 1000:.0f})", "waiting for a step's first frame", wait_s=wait_s)
+
+    def quiet_s(self) -> float:
+        """How long a step without any drawn frame lasts before the page is taken for one that does not
+        draw: a few of its own frame times (a page at 0.6 fps draws none in most 1 s spans), at least 1 s."""
+        return max(1.0, 2.5 * (self.frame_s or 0.0))
 
     def step_bound(self, steps_left: int) -> float:
         """How long a step may wait for its frames, from the call that waits (after its input)."""
@@ -260,7 +295,7 @@ class _Measure:
         is taken while that step runs.
         """
         spec = self.r.items["10"]
-        inputs = [None, lambda: self.wheel(1), lambda: self.wheel(-1), None, lambda: self.drag(1), lambda: self.drag(-1)]
+        inputs = [None if name not in self.inputs.steps else (lambda name=name: self.send(name)) for name in STEP_NAMES]
         plan = list(zip(STEP_NAMES, inputs))
         shots: list[tuple[str, bytes]] = []
         try:
@@ -273,6 +308,7 @@ class _Measure:
                     self.close_picture(window_2, shot, self.r.items["7"]["pixel_tolerance"])
                 else:
                     self.close_picture(self.m.steps[name], shot, spec["pixel_tolerance"])
+                self.vis.add_screen(slot_of(name), shot.rgb)
 
     async def _steps(self, plan: list, t0: float, shots: list[tuple[str, bytes]]) -> None:
         t = self.t
@@ -292,7 +328,7 @@ class _Measure:
                 c = time.monotonic()
                 call = self.bp.probe(
                     f"this.waitFrames({int(t.step_min_frames)}, {t.step_s * 1000:.0f}, {bound * 1000:.0f}, {more}, {after_input}, "
-                    f"{json.dumps(expect)})", what, wait_s=bound)
+                    f"{json.dumps(expect)}, {self.quiet_s() * 1000:.0f})", what, wait_s=bound)
                 if dispatch is not None:
                     got = await _beside(call, dispatch, spent)
                 elif pending is not None:
@@ -322,7 +358,8 @@ class _Measure:
                     pending = self._timed_shot(spent, before)
                     continue
                 if i + 1 < len(plan):
-                    shots.append((name, await self._timed_shot(spent, before)))
+                    shot, _ = await _both(self._timed_shot(spent, before), self.until_pictured())
+                    shots.append((name, shot))
                     continue
                 # The last step: its picture, and beside it the pictures of what WebGL drew after it.
                 png, gl = await asyncio.gather(self._timed_shot(spent, before), self.settle_gl(), return_exceptions=True)
@@ -352,29 +389,27 @@ class _Measure:
         self.m.last_shot = png
         return png
 
-    def wheel(self, sign: int) -> tuple[asyncio.Future, dict]:
-        """Wheel notches at the centre, dispatched; and what the probe must see of them."""
-        spec = self.r.items["10"]
-        cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-        notch = {"type": "mouseWheel", "x": cx, "y": cy, "deltaX": 0, "deltaY": sign * spec["wheel_delta"]}
-        n = int(spec["wheel_notches"])
-        return asyncio.ensure_future(self.bp.mouse("mouse wheel", [notch] * n)), {"wheel": abs(spec["wheel_delta"]) * n}
+    async def read_text(self) -> VisibleText:
+        """All the text a person sees now, from the browser's layout (one CDP call, no page script)."""
+        what = "reading the visible text"
+        snap = await self.bp.call(what, lambda: capture_text(self.bp.cdp.send))
+        if not isinstance(snap, dict):
+            await self.bp.garbled(what, snap)
+        spec = self.r.items["6b"]
+        return visible_text(snap, self.r.viewport, spec["min_opacity"], spec["min_text_px"])
 
-    def drag(self, sign: int) -> tuple[asyncio.Future, dict]:
-        """From the centre `sign` times (drag_dx, drag_dy) and release; the pointer then rests at the centre.
+    def note_text(self, seen: VisibleText) -> None:
+        m = self.m
+        m.text = _join_text(m.text, seen.text)
+        for k, v in seen.sources.items():
+            m.text_sources[k] = max(m.text_sources.get(k, 0), v)
+        m.text_dropped = max(m.text_dropped, seen.dropped)
 
-        Dispatched; the probe waits for the resting move, the last event."""
-        spec = self.r.items["10"]
-        cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-        n = int(spec["drag_moves"])
-        left = {"button": "left", "buttons": 1}
-        events = [{"type": "mousePressed", "x": cx, "y": cy, "clickCount": 1, **left}]
-        events += [{"type": "mouseMoved", "x": cx + sign * spec["drag_dx"] * k / n, "y": cy + sign * spec["drag_dy"] * k / n, **left}
-                   for k in range(1, n + 1)]
-        end = (cx + sign * spec["drag_dx"], cy + sign * spec["drag_dy"])
-        events += [{"type": "mouseReleased", "x": end[0], "y": end[1], "button": "left", "buttons": 0, "clickCount": 1},
-                   {"type": "mouseMoved", "x": cx, "y": cy, "button": "none", "buttons": 0}]
-        return asyncio.ensure_future(self.bp.mouse("mouse drag", events)), {"drag": True}
+    def send(self, step: str) -> tuple[asyncio.Future, dict]:
+        """The step's events (the seeded plan: showcase.check.inputs), dispatched at their pace; and
+        what the probe must see of them before the step may end."""
+        events = self.inputs.steps[step]
+        return asyncio.ensure_future(dispatch(self.bp, f"mouse {step}", events)), self.inputs.expect(step)
 
     async def run(self) -> Measurements:
         m, bp, t = self.m, self.bp, self.t
@@ -399,17 +434,18 @@ class _Measure:
             mark("after ready")
             # The world and text as they are at ready, first of all: a page that freezes or leaves
             # soon after keeps what it showed.
-            early = await bp.probe("(this.attach(), {clock: this.frames(), world: this.world(), text: this.text()})",
-                                   "counting the world at ready")
+            early, text = await _both(bp.probe("(this.attach(), {clock: this.frames(), world: this.world()})",
+                                               "counting the world at ready"), self.read_text())
             if not isinstance(early, dict) or not isinstance(early.get("world"), dict) or not isinstance(early.get("clock"), dict):
                 await bp.garbled("counting the world at ready", early)
-            m.world, m.text = early["world"], early.get("text")
+            m.world = early["world"]
+            self.note_text(text)
             m.load_end_s = bp.events.now()
-            # The pointer rests at the centre from here on, as a viewer's would; moving it there
-            # now (not just before the controls) saves a frame-bound call and a screenshot later.
-            # It is moved while the frame after ready is awaited: both are over before window 1.
-            cx, cy = self.r.viewport[0] / 2, self.r.viewport[1] / 2
-            move = bp.call("mouse move", lambda: bp.page.mouse.move(cx, cy))
+            # The pointer rests (at the plan's point) from here on, as a viewer's would; moving it
+            # there now (not just before the controls) saves a frame-bound call and a screenshot
+            # later. It is moved while the frame after ready is awaited: both are over before window 1.
+            rx, ry = self.inputs.rest
+            move = bp.call("mouse move", lambda: bp.page.mouse.move(rx, ry))
             await _both(move, self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
                                                _after_ready(early["world"], early["clock"]), "waiting for a frame after ready"))
             mark("tour window 1")
@@ -427,9 +463,11 @@ class _Measure:
             boxes = first.get("boxes") if isinstance(first, dict) else None
             self.boxes = boxes if isinstance(boxes, list) else []
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"], self.mask()), 4)
+            self.vis.add_screen(0, self.prev.rgb)
             win, got, t0 = await self.window(1, opened[0], chain=True)
             m.windows.append(win)
-            m.text = _join_text(m.text, got.get("text"))
+            # the text once the page has run a while (a HUD filled in after ready), read while window 2 runs
+            self.note_text(await self.read_text())
             mark("tour window 2")
             # Window 2's closing call also counts the world, compares the snapshots and opens the
             # first control step (a baseline, no input): window 2's picture is taken while it runs.
@@ -464,6 +502,7 @@ class _Measure:
             for k, v in bp.canvas_max.items():
                 canvas[k] = max(canvas.get(k, 0), v)
             m.world = dict(world, canvas=canvas)
+        apply_visible(m, self.vis, bp.canvas_max_by_id, self.r, STEP_NAMES)
         if m.ready_after_s is None and bp.ready_at_ms is not None:
             m.ready_after_s = round(bp.ready_at_ms / 1000, 2)  # seen by the binding after the wait ended
         return m
@@ -568,20 +607,25 @@ async def check_page(
     page_name: str = "<bytes>",
     extra_browser_args: list[str] | None = None,
     task: Task | None = None,
+    seed: int | None = None,
 ) -> CheckReport:
     """Score one page on the ten items. The page's faults are scored; ours raise InfraError.
 
-    task: whose import map the offline CDN answers (None: the default task's)."""
+    task: whose import map the offline CDN answers (None: the default task's).
+    seed: draws the control steps' inputs (None: a new one; check.json records it either way)."""
     rubric = load_rubric()
+    inputs = plan_inputs(new_seed() if seed is None else seed, rubric)
     # The probe hands its api to us with a token no page can know (it lives only in the probe's closure).
     token = f"showcase-probe-{uuid.uuid4().hex}"
-    scripts = [load_script("ready.js"), load_script("probe.js").replace("%TOKEN%", token)]
+    scripts = [load_script("ready.js"), load_script("probe.js").replace("%TOKEN%", token).replace("%VIEW_RULES%", probe_rules(rubric))]
     started = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     cdn = offline_cdn(npm_dir, task)
     # Unpack the import-map files while the browser starts (the first time in a process takes ~1 s).
     warm = asyncio.create_task(asyncio.to_thread(_warm, cdn, task))
     chromium = asyncio.create_task(asyncio.to_thread(cached_chromium_version))
+    # the language model loads (about 0.8 s, once per process) while the browser starts and the page runs
+    languages = asyncio.create_task(asyncio.to_thread(language_identifier))
     marker = f"--showcase-check={uuid.uuid4().hex}"  # tags our browser process for the CPU meter
     # Entered before Playwright starts its driver and the browser: both inherit the CPU group.
     with cpu_share.raised(rubric.cpu_weight_factor) as share:
@@ -598,7 +642,7 @@ async def check_page(
             bp.probe_token = token
             await warm
             launched_s = round(time.monotonic() - started, 2)
-            measure = _Measure(bp, rubric)
+            measure = _Measure(bp, rubric, inputs)
             try:
                 # Every call inside is bounded; this outer bound is the last line of defence.
                 await asyncio.wait_for(measure.run(), max(1.0, deadline - time.monotonic() + 5))
@@ -610,7 +654,10 @@ async def check_page(
                 await bp.close()
             m = measure.m
             m.phases = {"launch": launched_s, **m.phases}
+            # errors the page cancelled before the browser could report them: the probe saw them first
+            bp.events.page_errors.extend(bp.cancelled_errors())
     chromium_v = await chromium
+    await languages
     items, total, summary = score(m, bp.events, rubric, frozen=bp.frozen, left=bp.left)
     if screenshot_path is not None and m.last_shot is not None:
         write_bytes_atomic(Path(screenshot_path), m.last_shot)
@@ -642,6 +689,7 @@ async def check_page(
         cpu_share=share,
         webgl_pictures=m.gl_pictures,
         phases=m.phases,
+        control_inputs=inputs,
     )
 
 
@@ -669,12 +717,12 @@ def looks_like_html(data: bytes) -> bool:
     return re.search(r"<\s*(!doctype\s+html|html|head|body|script|canvas|div|title|meta|style)\b", text, re.I) is not None
 
 
-def check_file(path: Path, out_dir: Path, npm_dir: Path | None = None) -> CheckReport:
+def check_file(path: Path, out_dir: Path, npm_dir: Path | None = None, seed: int | None = None) -> CheckReport:
     """Check one file; write out_dir/check.json and out_dir/screenshot.png atomically."""
     html = read_page(path)
     out_dir = Path(out_dir)
     report = asyncio.run(
-        check_page(html, npm_dir=npm_dir, screenshot_path=out_dir / "screenshot.png", page_name=str(path))
+        check_page(html, npm_dir=npm_dir, screenshot_path=out_dir / "screenshot.png", page_name=str(path), seed=seed)
     )
     write_report(report, out_dir)
     return report

@@ -6,6 +6,7 @@ from showcase.browser.page import PageEvents
 from showcase.check.language import judge_english
 from showcase.check.models import ItemResult
 from showcase.check.rubric import ITEM_ORDER, Rubric
+from showcase.check import view
 
 if TYPE_CHECKING:
     from showcase.check.runner import Measurements
@@ -92,8 +93,15 @@ class _Scorer:
         spec = self.r.items["4"]
         share = self.m.blank_share
         figs = {"off_dominant_share": share, "tolerance": spec["tolerance"], "min_share": spec["min_share"]}
+        screen, drawn = self.m.blank_screen_share, self.m.blank_webgl_share
+        if drawn is not None:  # 3.0: also what WebGL drew, where a person sees it (showcase/check/visible.py)
+            figs.update(screen_share=screen, webgl_seen_share=drawn)
         if share is None:
             return self.item("4", 0, figs, self.not_measured)
+        if drawn is not None and share < spec["min_share"] and screen >= spec["min_share"]:
+            return self.item("4", 0, figs, f"no drawn WebGL world is seen: {screen:.2%} of pixels, outside the page's text, differ "
+                                           f"from the dominant colour, but only {drawn:.2%} of the view shows what WebGL drew apart "
+                                           "from one flat colour")
         if share < spec["min_share"]:
             return self.item("4", 0, figs, f"one flat colour: only {share:.2%} of pixels, outside the page's text, differ from the dominant colour")
         return self.item("4", 1, figs, f"{share:.1%} of pixels, outside the page's text, differ from the dominant colour", "is not blank")
@@ -104,8 +112,12 @@ class _Scorer:
         if len(self.m.windows) < 2 or self.m.windows[1].get("partial"):
             return self.item("5", 0, {}, self.not_measured)
         w = self.m.windows[1]
-        fps = w["frames"] / w["seconds"] if w["seconds"] > 0 else 0.0
-        figs = {"fps": round(fps, 2), "frames": w["frames"], "seconds": round(w["seconds"], 2), "renderer": self.r.renderer}
+        # 3.0: frames that drew the world where it is seen (runner: visible.world_frames); the raw
+        # count of frames with any WebGL draw is kept beside it
+        frames = w.get("world_frames", w["frames"])
+        fps = frames / w["seconds"] if w["seconds"] > 0 else 0.0
+        figs = {"fps": round(fps, 2), "frames": frames, "drawn_frames": w["frames"], "seconds": round(w["seconds"], 2),
+                "renderer": self.r.renderer}
         rule = f"{_n(spec['half_fps'])} give half a point and {_n(spec['full_fps'])} the full point"
         what = f"{fps:.1f} frames per second in software rendering without a GPU"
         if fps >= spec["full_fps"]:
@@ -142,6 +154,8 @@ class _Scorer:
         figs = {"parts": parts, "triangles": tris, "counted_by": how, "canvas": c,
                 "scene_parts": w.get("parts", 0), "scene_triangles": w.get("triangles", 0),
                 "instanced_meshes": w.get("instanced_meshes", 0)}
+        if "canvas_drawn" in w:  # 3.0: `canvas` counts canvases seen on screen only; this, every live one
+            figs.update(canvas_drawn=w["canvas_drawn"], canvases=self.m.visible_canvases)
         self.world_phrase = f"{_n(parts)} parts, {_n(tris)} triangles"
         if big(parts, tris) and self.m.blank_share is not None and not self.picture():
             return self.item("6a", 0, figs, f"{self.world_phrase} counted by {how}, but the frame after ready is blank")
@@ -171,14 +185,16 @@ class _Scorer:
         text = self.m.text
         if text is None:
             return self.item("6b", 0, {}, self.not_measured)
-        ok, figs = judge_english(text, spec["max_foreign_letter_share"], spec["min_words_for_language"])
+        ok, figs = judge_english(text, spec["max_foreign_letter_share"], spec["min_words_for_language"], spec["min_odds"])
         figs["text_sample"] = text[:300]
+        figs["text_sources"] = dict(self.m.text_sources)
+        figs["text_hidden"] = self.m.text_dropped
         if not text.strip():
             return self.item("6b", spec.points, figs, "no visible text", "no text")
         if ok:
             return self.item("6b", spec.points, figs, "the visible text is English", "English text")
         why = (f"{figs['foreign_letter_share']:.0%} of its letters are not Latin" if figs["foreign_letter_share"] > spec["max_foreign_letter_share"]
-               else "its common words are not English")
+               else f"language '{figs['likeliest_other']}' is {figs['other_to_english']:,.0f} times as likely as English")
         return self.item("6b", 0, figs, f"the visible text is not English: {why} ({text[:60]!r})")
 
     # --- 7, 8: the tour ---
@@ -189,7 +205,10 @@ class _Scorer:
             return self.item(id_, 0, {}, self.not_measured)
         w = self.m.windows[index - 1]
         figs = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in w.items()}
-        if w["camera"]:
+        # 3.0: the camera object counts only where what WebGL drew moved with it
+        drawn_with = view.camera_drawn(w, self.r) if w["camera"] else None
+        figs["camera_drawn"] = drawn_with
+        if w["camera"] and drawn_with is not False:
             figs["measured_by"] = "camera pose"
             if w["renders"] < 1:
                 return self.item(id_, 0, figs, f"no frame was rendered in window {index}")
@@ -209,29 +228,56 @@ class _Scorer:
         if not self.m.webgl_contexts:
             figs["measured_by"] = "none (no WebGL context)"
             return self.item(id_, 0, figs, "no WebGL view: a changing 2D canvas or page is not a camera tour")
-        figs["measured_by"] = "pixels (no camera found through window.scene)"
+        unconfirmed = ""
+        if w["camera"]:
+            figs["measured_by"] = "pixels (the camera of window.scene is not the one WebGL drew with)"
+            unconfirmed = (f"the camera of window.scene turned {w['max_degrees']:.1f} degrees and moved {w['max_move']:.1%} of its "
+                           "distance, but what WebGL drew did not move with it (a camera nobody renders with); ")
+        else:
+            figs["measured_by"] = "pixels (no camera found through window.scene)"
         share = w.get("pixel_share")
         if share is None:
-            return self.item(id_, 0, figs, self.not_measured)  # a part window has no closing screenshot
+            return self.item(id_, 0, figs, unconfirmed + self.not_measured)  # a part window has no closing screenshot
+        if view.drawn_flat(self.m.windows):
+            return self.item(id_, 0, figs, unconfirmed + "WebGL drew only flat pictures (no draw with a perspective or depth): "
+                                           "a flat picture that changes is not a camera tour")
+        if share >= spec["min_pixel_share"] and view.view_still(w, self.r):
+            kept = view.record(w).kept
+            return self.item(id_, 0, figs, unconfirmed + f"{share:.0%} of pixels changed, but the view did not move: {kept:.0%} of "
+                                           "what WebGL drew at the window's start was drawn again with the same transforms "
+                                           "(a picture that changes in place is animation, not a tour)")
         if share >= spec["min_pixel_share"] and not self.drawn("7", w.get("gl_share")):
-            return self.item(id_, 0, figs, f"{share:.0%} of pixels changed without input, but what WebGL drew did not "
-                                           f"({_gl(w.get('gl_share'))})")
+            return self.item(id_, 0, figs, unconfirmed + f"{share:.0%} of pixels changed without input, but what WebGL drew did not "
+                                                         f"({_gl(w.get('gl_share'))})")
         if share >= spec["min_pixel_share"]:
-            return self.item(id_, 1, figs, f"{share:.0%} of pixels changed without input", "tour")
-        return self.item(id_, 0, figs, f"only {share:.1%} of pixels changed without input; a tour needs {spec['min_pixel_share']:.0%}")
+            return self.item(id_, 1, figs, unconfirmed + f"{share:.0%} of pixels changed without input", "tour")
+        return self.item(id_, 0, figs, unconfirmed + f"only {share:.1%} of pixels changed without input; a tour needs "
+                                                     f"{spec['min_pixel_share']:.0%}")
 
     # --- 9: animation ---
     def animation(self) -> ItemResult:
         spec = self.r.items["9"]
         w = self.m.world
+        tours = self.m.windows[:2]
+        flat = view.drawn_flat(tours)
         if w is not None and w["scene"] and self.m.animation is not None:
-            a = self.m.animation
+            a = dict(self.m.animation)
             figs = dict(a, measured_by="scene graph snapshots")
+            # 3.0: nodes that moved in the scene graph show only if something WebGL drew moved
+            # beyond the view's own motion (a node drawn nowhere, or only as the camera moves, does not)
+            beyond = [view.moved_beyond_view(x) for x in tours]
+            figs["drawn_beyond_view"] = beyond
+            if a.get("nodes") and beyond and all(b == 0 for b in beyond):
+                figs["nodes_not_drawn_moving"] = a["nodes"]
+                a["nodes"] = 0
             counted = [(a[k], one if a[k] == 1 else many) for k, one, many in ANIMATION_KINDS if a.get(k, 0)]
             total = sum(n for n, _ in counted)
             shares = [x["pixel_share"] for x in self.m.windows if x.get("pixel_share") is not None]
             figs["pixel_share"] = max(shares) if shares else None
             figs["gl_share"] = self._gl_max()
+            if total >= spec["min_animated"] and flat:
+                return self.item("9", 0, figs, f"the scene graph says {total} thing(s) move, but WebGL drew only flat pictures "
+                                               "(no draw with a perspective or depth): a flat picture that changes is not a world that moves")
             if total >= spec["min_animated"] and not self.visible("9", figs["pixel_share"]):
                 return self.item("9", 0, figs, f"the scene graph says {total} thing(s) move, but the picture did not change")
             if total >= spec["min_animated"] and not self.drawn("9", figs["gl_share"]):
@@ -245,12 +291,24 @@ class _Scorer:
         shares = [x["pixel_share"] for x in self.m.windows if x.get("pixel_share") is not None]
         if not shares:
             return self.item("9", 0, {}, self.not_measured)
+        # 3.0: a window's change counts unless what WebGL drew says it is the view's alone (the
+        # view moved, and nothing drawn moved beyond it); unknown counts, as before
+        beyond = [view.moved_beyond_view(x) for x in tours]
+        stills = [view.view_still(x, self.r) for x in tours]
+        counting = [x["pixel_share"] for x, b, st in zip(tours, beyond, stills)
+                    if x.get("pixel_share") is not None and (st is not False or b != 0)]
         share = max(shares)
-        figs = {"pixel_share": share, "gl_share": self._gl_max(),
-                "measured_by": "pixels (no window.scene: world and camera cannot be told apart)"}
+        figs = {"pixel_share": share, "gl_share": self._gl_max(), "drawn_beyond_view": beyond, "view_still": stills,
+                "measured_by": "pixels (no window.scene: world and camera told apart by what WebGL drew with, where it can)"}
         if not self.m.webgl_contexts:
             figs["measured_by"] = "none (no WebGL context)"
             return self.item("9", 0, figs, "no WebGL view: a changing 2D canvas or page is not a world that moves")
+        if flat:
+            return self.item("9", 0, figs, "WebGL drew only flat pictures (no draw with a perspective or depth): "
+                                           "a flat picture that changes is not a world that moves")
+        if share >= spec["fallback_min_pixel_share"] and (not counting or max(counting) < spec["fallback_min_pixel_share"]):
+            return self.item("9", 0, figs, f"{share:.1%} of pixels changed without input, but only as the view moved: nothing "
+                                           "WebGL drew moved beyond the view's own motion (pixel fallback, no window.scene)")
         if share >= spec["fallback_min_pixel_share"] and not self.drawn("9", figs["gl_share"]):
             return self.item("9", 0, figs, f"{share:.1%} of pixels changed without input, but what WebGL drew did not "
                                            f"({_gl(figs['gl_share'])})")
@@ -335,11 +393,15 @@ class _Scorer:
         if any(s.get(n, {}).get("pixel_share") is None for n in names):
             return self.item("10", 0, {k: v for k, v in s.items()}, self.not_measured)
         camera = bool(s["wheel"]["camera"] and s["wheel"]["renders"] and s["drag"]["renders"])
+        # 3.0: the camera's zoom and yaw count only if the picture was drawn with it
+        trusted, confirmed, refuted = view.camera_trusted(self.m.windows[:2] + [s[n] for n in names], self.r)
+        camera = camera and trusted
         # The baseline after the wheel is the one before the drag; the drag has none after it (a
         # damped drag keeps turning the view well after the reverse, which is no motion of the page's own).
         wheel_ok, wheel = self._answers("wheel", s["wheel"], s["wheel back"], [s["baseline before wheel"], s["baseline before drag"]], camera)
         drag_ok, drag = self._answers("drag", s["drag"], s["drag back"], [s["baseline before drag"]], camera)
-        figs = {"wheel": wheel, "drag": drag, "measured_by": "camera pose and pixels" if camera else "pixels"}
+        figs = {"wheel": wheel, "drag": drag, "measured_by": "camera pose and pixels" if camera else "pixels",
+                "camera_drawn": {"confirmed": confirmed, "refuted": refuted}}
         if wheel_ok and drag_ok:
             return self.item("10", 1, figs, "the drag and the wheel each change the picture beyond the baseline",
                              "answers the mouse drag and wheel")

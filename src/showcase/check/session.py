@@ -20,6 +20,9 @@ from showcase.browser.page import PAGE_URL, PageSession, first_line, open_page
 from showcase.errors import InfraError
 
 
+MAX_CANVASES = 64  # per-canvas figures kept of one page
+
+
 class StopMeasuring(Exception):
     """The page can no longer be measured (frozen, gone, or out of time); score what we have."""
 
@@ -45,6 +48,11 @@ class BoundedPage:
         self.probe_token: str | None = None     # the probe hands its api over with this token
         self.probe_id: str | None = None        # CDP object id of the probe's api in the page's document
         self.canvas_max: dict | None = None     # the probe's largest WebGL frame so far, pushed as it grows
+        self.canvas_max_by_id: dict[int, dict] = {}  # the same per canvas (probe's canvas id), pushed as they grow
+        # uncaught errors and rejections as the probe saw them, first of all listeners, in any frame:
+        # id -> (time, text); `shown`: the ids the page did not cancel (the browser reported those)
+        self.probe_errors: dict[str, tuple[float, str]] = {}
+        self.shown_errors: set[str] = set()
         self.page.on("crash", lambda _p: self._crashed())
         self._closing = False  # our own close is not the page closing itself
         self.page.on("close", lambda _p: self._closing or self._leave("closed itself", None))
@@ -55,6 +63,8 @@ class BoundedPage:
     def _on_console_api(self, event: dict) -> None:
         """The probe's hand-over: console.debug(token, api), called before any page script runs."""
         args = event.get("args") or []
+        if self._on_probe_error(args, event.get("type")):
+            return
         if (self.probe_token and event.get("type") == "debug" and len(args) == 5 and self.left is None
                 and args[0].get("value") == self.probe_token and args[1].get("value") == "max"):
             # the largest WebGL frame so far (draw calls, parts, triangles), counted by the probe
@@ -62,9 +72,44 @@ class BoundedPage:
             if all(isinstance(v, (int, float)) for v in values):
                 self.canvas_max = dict(zip(("draws_per_frame", "parts_per_frame", "triangles_per_frame"), values))
             return
+        if (self.probe_token and event.get("type") == "debug" and len(args) == 6 and self.left is None
+                and args[0].get("value") == self.probe_token and args[1].get("value") == "cmax"):
+            values = [a.get("value") for a in args[2:]]
+            # bounded: a page may make any number of canvases; the first ones drawn are kept
+            if (all(isinstance(v, (int, float)) for v in values)
+                    and (len(self.canvas_max_by_id) < MAX_CANVASES or int(values[0]) in self.canvas_max_by_id)):
+                self.canvas_max_by_id[int(values[0])] = dict(zip(("draws_per_frame", "parts_per_frame", "triangles_per_frame"), values[1:]))
+            return
         if (self.probe_token and self.probe_id is None and self.left is None and event.get("type") == "debug"
                 and len(args) == 2 and args[0].get("value") == self.probe_token and args[1].get("objectId")):
             self.probe_id = args[1]["objectId"]
+
+    MAX_PROBE_ERRORS = 500  # the probe tells at most 200 per document; a bound on what a page can make us keep
+
+    def _on_probe_error(self, args: list, kind: str | None) -> bool:
+        """The probe's word on an uncaught error of any frame: [token, 'error', id, kind, text] at once,
+        [token, 'shown', id] a task later when the page did not cancel it. True when it was one."""
+        if not (self.probe_token and kind == "debug" and len(args) >= 3 and args[0].get("value") == self.probe_token
+                and args[1].get("value") in ("error", "shown")):
+            return False
+        if self.left is not None:
+            return True
+        key = args[2].get("value")
+        if not isinstance(key, str):
+            return True
+        if args[1]["value"] == "shown":
+            self.shown_errors.add(key)
+        elif len(args) == 5 and len(self.probe_errors) < self.MAX_PROBE_ERRORS:
+            what = "unhandled rejection" if args[3].get("value") == "rejection" else "uncaught exception"
+            self.probe_errors.setdefault(key, (self.events.now(), f"{first_line(str(args[4].get('value')))} ({what}; "
+                                                                  "the page cancelled its error event)"))
+        return True
+
+    def cancelled_errors(self) -> list[tuple[float, str]]:
+        """Uncaught errors the page cancelled (never marked shown): the browser's own record has no
+        trace of them, so they are added to the page errors here. One marked shown was reported by
+        the browser itself and is not counted twice."""
+        return [v for k, v in self.probe_errors.items() if k not in self.shown_errors]
 
     # --- the page leaving: every new document of the tab after ours counts, reloads included ---
     def _leave(self, how: str, to: str | None) -> None:

@@ -1,0 +1,111 @@
+"""The control steps' inputs vary from check to check (rubric 3.0): a page that answers only one
+signature fails, a page that answers a person's wheel and drag passes, and a seed replays a check.
+
+Real Chromium for the pages. The forgeries answer exactly 2.7's fixed inputs: one zooms only for
+wheel notches of 120 px at the centre pixel, the other turns only for a drag released at exactly
+centre + (240, 60); their twin answers any wheel and any drag (while the button is held). A page
+drawing about 0.7 frames a second (its main thread busy 0.3 s of each frame) has its controls
+judged on the frames it draws, within the bound.
+"""
+
+import asyncio
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from showcase.check.inputs import plan_inputs
+from showcase.check.models import CheckReport
+from showcase.check.rubric import load_rubric
+from showcase.check.runner import check_page
+
+PAGES = Path(__file__).resolve().parent / "pages"
+TWIN, FORGERIES = "errtext_ctl_twin", ("errtext_ctl_wheel", "errtext_ctl_drag")
+SLOW = "errtext_ctl_slow"
+SEED = 20261204  # the twin is checked through the command line with this seed
+
+
+def item(report: CheckReport, id_: str):
+    return next(i for i in report.items if i.id == id_)
+
+
+def test_a_seed_draws_the_same_inputs_and_seeds_draw_a_persons_range():
+    rubric = load_rubric()
+    spec = rubric.items["10"]
+    vw, vh = rubric.viewport
+    assert plan_inputs(7, rubric) == plan_inputs(7, rubric) != plan_inputs(8, rubric)
+    rests, wheel_at, drag_ends = set(), set(), set()
+    for seed in range(300):
+        plan = plan_inputs(seed, rubric)
+        rests.add(plan.rest)
+        for name, events in plan.steps.items():
+            assert all(0.05 * vw <= e.x <= 0.95 * vw and 0.05 * vh <= e.y <= 0.95 * vh for e in events), (seed, name)
+            wheels = [e for e in events if e.type == "mouseWheel"]
+            if name.startswith("wheel"):
+                sign = -1 if name == "wheel" else 1
+                assert all(e.delta_y * sign > 0 for e in wheels) and sum(abs(e.delta_y) for e in wheels) >= spec["wheel_min_px"]
+                assert not all(abs(e.delta_y) == 120 for e in wheels) or (wheels[0].x, wheels[0].y) != (vw // 2, vh // 2)
+                wheel_at.add((wheels[0].x, wheels[0].y))
+            else:
+                press = next(e for e in events if e.type == "mousePressed")
+                release = next(e for e in events if e.type == "mouseReleased")
+                assert events[-1].type == "mouseMoved" and events[-1].buttons == 0  # the rest that ends a drag
+                dx = release.x - press.x
+                assert abs(dx) >= spec["drag_px"][0] * math.cos(math.radians(spec["drag_max_angle"])) - 1, (seed, name, dx)
+                drag_ends.add((release.x, release.y))
+        first = plan.steps["drag"]
+        back = plan.steps["drag back"]
+        sweep = lambda ev: next(e for e in ev if e.type == "mouseReleased").x - next(e for e in ev if e.type == "mousePressed").x  # noqa: E731
+        assert sweep(first) * sweep(back) < 0, seed  # the drag back goes the other way
+    # a person's range, not one signature
+    assert len(rests) > 250 and len(wheel_at) > 250 and len(drag_ends) > 250
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory) -> dict[str, CheckReport]:
+    out = tmp_path_factory.mktemp("ctl")
+
+    async def cli_twin() -> CheckReport:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "showcase.cli", "check", str(PAGES / f"{TWIN}.html"), "--out", str(out), "--json",
+            "--seed", str(SEED), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), 240)
+        assert proc.returncode == 0, stderr.decode()[-2000:]
+        saved = CheckReport.model_validate_json((out / "check.json").read_text())
+        assert saved == CheckReport.model_validate(json.loads(stdout))
+        return saved
+
+    async def run():
+        others = [check_page((PAGES / f"{n}.html").read_bytes(), page_name=n) for n in (*FORGERIES, SLOW)]
+        return await asyncio.gather(cli_twin(), *others)
+
+    return dict(zip((TWIN, *FORGERIES, SLOW), asyncio.run(run())))
+
+
+def test_controls_answering_one_signature_fail_and_a_persons_controls_pass(scored):
+    twin = scored[TWIN]
+    ten = item(twin, "10")
+    assert ten.passed, (ten.reason, ten.figures)
+    # the seed given replays: the events recorded are the plan of that seed
+    assert twin.control_inputs.seed == SEED and twin.control_inputs == plan_inputs(SEED, load_rubric())
+    for name, fails in zip(FORGERIES, ("wheel", "drag")):
+        report = scored[name]
+        seed = report.control_inputs.seed
+        assert report.control_inputs == plan_inputs(seed, load_rubric()), name
+        forged = item(report, "10")
+        assert report.total <= twin.total and forged.points <= ten.points, (name, seed, report.summary)
+        assert not forged.passed and not forged.figures[fails]["answered"], (name, seed, forged.figures)
+        other = "drag" if fails == "wheel" else "wheel"
+        assert forged.figures[other]["answered"], (name, seed, forged.figures)  # what it answers honestly still counts
+
+
+def test_a_page_under_one_frame_a_second_has_its_controls_judged_on_the_frames_it_draws(scored):
+    report = scored[SLOW]
+    assert item(report, "5").figures["fps"] < 1.0, item(report, "5").figures
+    assert report.stopped is None and report.seconds - report.phases["launch"] <= load_rubric().timing.max_check_s
+    ten = item(report, "10")
+    assert ten.passed, (report.control_inputs.seed, ten.reason, ten.figures)
+    assert ten.figures["measured_by"] == "camera pose and pixels"
+    assert ten.figures["wheel"]["zoom_response"] >= 0.06 and ten.figures["drag"]["yaw_response"] >= 6
