@@ -27,7 +27,7 @@ from showcase.run.artefacts import RunEvent, RunLayout
 from showcase.run.options import RunOptions
 from showcase.run.shot import ShotFigures, shot_route, write_tools
 from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
-from showcase.sandbox.base import RUN_LABEL
+from showcase.sandbox.base import RUN_LABEL, EngineUnanswered, ExitInfo
 from showcase.task import DEFAULT_OUTPUT_FILE, Task, load_task
 from showcase.visible import visible
 
@@ -606,7 +606,14 @@ def _supervise(sandbox, gate, events: EventLog, t0: float, limit_s: float, layou
     last_say = 0.0
     while True:
         elapsed = time.monotonic() - t0
-        info = sandbox.wait(timeout_s=max(0.05, min(POLL_S, limit_s - elapsed)))
+        try:
+            info = sandbox.wait(timeout_s=max(0.05, min(POLL_S, limit_s - elapsed)))
+        except EngineUnanswered as exc:
+            # A stalled engine (a machine far over its cores) is not the agent's end: the clock, the
+            # finish-now message and the hard stop go on, and the engine is asked again.
+            events("engine_unanswered", at_s=round(time.monotonic() - t0, 3), error=str(exc)[:300])
+            say(f"sandbox: the engine did not answer ({type(exc.__cause__).__name__}); asking again")
+            info = ExitInfo(how="running")
         elapsed = time.monotonic() - t0
         # The gate refuses every request from limit_s on by its own clock (the same t0): an agent
         # that exits on that refusal, before this loop kills it, was still stopped by the hard stop.

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from showcase.errors import UserError
+from showcase.errors import InfraError, UserError
 
 RELAY_IN_CONTAINER = "/opt/showcase/relay.py"
 RELAY_ON_HOST = Path(__file__).with_name("relay.py")
@@ -182,6 +182,11 @@ class ExecResult(BaseModel):
     seconds: float = Field(description="wall time of the call")
 
 
+class EngineUnanswered(InfraError):
+    """The engine did not answer a question about the sandbox within its client's timeout (a machine
+    so busy that the engine stalls). What was asked is unknown, not failed: the caller may ask again."""
+
+
 class ExitInfo(BaseModel):
     """How a sandboxed process (or the sandbox itself) ended."""
 
@@ -231,7 +236,9 @@ class Sandbox(ABC):
 
     @abstractmethod
     def wait(self, timeout_s: float, handle: ProcessHandle | None = None) -> ExitInfo:
-        """Wait (at most timeout_s) for a started process (default: the last one) to end."""
+        """Wait (at most timeout_s) for a started process (default: the last one) to end.
+
+        Raises EngineUnanswered when the engine did not answer in time: the process may still run."""
 
     @abstractmethod
     def exit_info(self, handle: ProcessHandle | None = None) -> ExitInfo:

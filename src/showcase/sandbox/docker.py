@@ -22,11 +22,13 @@ from pathlib import Path
 
 import docker
 import docker.errors
+import requests.exceptions
 from docker.types import Mount as DockerMount
 
 from showcase.errors import InfraError, UserError
 from showcase.sandbox.base import (
     DEADLINE_LABEL,
+    EngineUnanswered,
     GATE_IN_CONTAINER,
     OWNER_LABEL,
     RELAY_IN_CONTAINER,
@@ -343,6 +345,12 @@ class DockerSandbox(Sandbox):
         return handle or (self._processes[-1] if self._processes else None)
 
     def wait(self, timeout_s: float, handle: ProcessHandle | None = None) -> ExitInfo:
+        try:
+            return self._wait(timeout_s, handle)
+        except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as exc:
+            raise EngineUnanswered(f"the Docker engine did not answer: {exc}") from exc
+
+    def _wait(self, timeout_s: float, handle: ProcessHandle | None) -> ExitInfo:
         # The run polls wait(): the peak is kept up to date while the cgroup lives (an OOM kill
         # of the whole container takes the cgroup, and its peak, with it).
         self._note_peak()
