@@ -87,30 +87,26 @@ def _polygon(args: str, box: Rect) -> Rect | None:
     return (min(xs), min(ys), max(xs), max(ys))
 
 
-def _round_radius(args: str, box: Rect, ellipse: bool) -> Rect | None:
-    """circle()/ellipse(): nothing when a radius is zero; otherwise the box (an outer bound)."""
-    radii = args.split(" at ")[0].split()
-    w, h = box[2] - box[0], box[3] - box[1]
-    ref = ((w * w + h * h) / 2) ** 0.5
-    for i, r in enumerate(radii[:2]):
-        v = _length(r, (w if i == 0 else h) if ellipse else ref)
-        if v is not None and v <= 0:
-            return (box[0], box[1], box[0], box[1])
-    return box
-
-
 def clip_path_rect(value: str, box: Rect) -> Rect | None:
-    """An outer bound of what a `clip-path` leaves of `box`, or None when it clips nothing we can judge."""
+    """An outer bound of what a `clip-path` leaves of `box` (the border box, as the layout gives it), or
+    None when it clips nothing we can judge. Against another reference box only what surely holds
+    is used: an inset from the padding, content or fill box is inside the same inset from the
+    border box; a polygon enclosing nothing or a zero radius encloses nothing against any box."""
     value = (value or "").strip()
     if not value or value == "none" or value.startswith("url("):
         return None
+    reference = next((w for w in value.split() if w.endswith("-box")), "border-box")
+    nothing = (box[0], box[1], box[0], box[1])
     for name, args in _FUNCTION.findall(value):
         if name == "inset":
-            return _inset(args, box)
+            return _inset(args, box) if reference in ("border-box", "padding-box", "content-box", "fill-box") else None
         if name == "polygon":
-            return _polygon(args, box)
+            kept = _polygon(args, box)
+            return kept if reference == "border-box" or kept == nothing else None
         if name in ("circle", "ellipse"):
-            return _round_radius(args, box, name == "ellipse")
+            # a circle may reach past the box (text overflowing it shows): only a zero radius is judged
+            radii = args.split(" at ")[0].split()[:2]
+            return nothing if any((v := _length(r, 1.0)) is not None and v <= 0 for r in radii) else None
     return None
 
 

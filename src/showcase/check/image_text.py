@@ -62,13 +62,40 @@ def _hidden(el: ElementTree.Element) -> bool:
     return False
 
 
-def svg_text(data: bytes) -> str:
+def _number(value: str | None) -> float | None:
+    m = re.match(r"\s*(-?[\d.]+(?:e-?\d+)?)(px)?\s*$", value or "")
+    try:
+        return float(m.group(1)) if m else None
+    except ValueError:
+        return None
+
+
+def _font_px(el: ElementTree.Element, inherited: float) -> float:
+    style = dict(p.split(":", 1) for p in (el.get("style") or "").split(";") if ":" in p)
+    v = _number(style.get("font-size") or el.get("font-size"))
+    return v if v is not None else inherited
+
+
+def _viewport(root: ElementTree.Element) -> tuple[float, float] | None:
+    """The SVG's own drawing area in user units (its viewBox, else its width and height), or None."""
+    box = [_number(v) for v in re.split(r"[\s,]+", (root.get("viewBox") or "").strip()) if v]
+    if len(box) == 4 and None not in box and box[0] == 0 and box[1] == 0:
+        return box[2], box[3]
+    w, h = _number(root.get("width")), _number(root.get("height"))
+    return (w, h) if w and h and not root.get("viewBox") else None
+
+
+def svg_text(data: bytes, drawn_height: float | None = None, min_px: float = 0.0) -> str:
     """The text an SVG image draws: its <text> (tspans, textPaths, <use> of a text) and
-    <foreignObject> content, outside what is never drawn in place and what is hidden."""
+    <foreignObject> content, outside what is never drawn in place and what is hidden. Where the
+    SVG's drawing area is known, a <text> placed wholly outside it, or drawn (scaled to
+    `drawn_height` px) under `min_px`, is not read."""
     try:
         root = ElementTree.fromstring(data)
     except (ElementTree.ParseError, ValueError):
         return ""
+    area = _viewport(root)
+    scale = drawn_height / area[1] if area and drawn_height else 1.0
     by_id = {el.get("id"): el for el in root.iter() if el.get("id")}
     pieces: list[str] = []
     budget = [MAX_SVG_CHARS]
@@ -78,9 +105,26 @@ def svg_text(data: bytes) -> str:
             pieces.append(text.strip()[: budget[0]])
             budget[0] -= len(pieces[-1])
 
-    def walk(el: ElementTree.Element, in_text: bool, depth: int) -> None:
+    def outside(el: ElementTree.Element, font: float, placed: bool) -> bool:
+        """A <text> too small to read once drawn, or (not moved by a transform) past the drawing area."""
+        if font * scale < min_px:
+            return True
+        if not placed or area is None:
+            return False
+        x, y = _number((el.get("x") or "0").split()[0] if el.get("x") else "0"), \
+            _number((el.get("y") or "0").split()[0] if el.get("y") else "0")
+        if x is None or y is None:
+            return False
+        length = len("".join(el.itertext())) * font  # wider than any glyph run of that many letters
+        return x >= area[0] or x + length <= 0 or y <= 0 or y - font >= area[1]
+
+    def walk(el: ElementTree.Element, in_text: bool, depth: int, font: float = 16.0, placed: bool = True) -> None:
         name = _local(el.tag)
         if depth > 64 or name in _NOT_DRAWN or _hidden(el) or budget[0] <= 0:
+            return
+        font = _font_px(el, font)
+        placed = placed and not el.get("transform") and name not in ("svg", "use") or el is root
+        if name == "text" and not in_text and outside(el, font, placed):
             return
         inside = in_text or name in ("text", "foreignObject")
         if inside:
@@ -90,9 +134,9 @@ def svg_text(data: bytes) -> str:
             target = by_id.get(ref[1:]) if ref.startswith("#") else None
             if target is not None and target is not el:
                 for child in ([target] if _local(target.tag) != "symbol" else list(target)):
-                    walk(child, False, depth + 16)  # a bounded depth: a <use> cycle ends
+                    walk(child, False, depth + 16, font, False)  # a bounded depth: a <use> cycle ends
         for child in el:
-            walk(child, inside, depth + 1)
+            walk(child, inside, depth + 1, font, placed)
             if inside:
                 add(child.tail)
 

@@ -33,6 +33,7 @@ SCROLLING = ("auto", "scroll")
 # Input types whose value is text shown in the field (a checkbox's value "on" is never shown).
 TEXT_INPUTS = {"", "text", "search", "email", "url", "tel", "button", "submit", "reset"}
 MAX_CHARS = 20_000
+ALT_MIN_CHAR_EM = 0.25  # narrower than the average letter of any text font (an "i" is about 0.25 em)
 MAX_DOCUMENTS = 50
 
 Rect = tuple[float, float, float, float]  # left, top, right, bottom
@@ -254,7 +255,8 @@ def visible_text(snap: dict, viewport: tuple[int, int], min_opacity: float, min_
         if d.seen_rect(ni, li, min_opacity, min_px, max_blur) is None:
             out.dropped += 1
         else:
-            keep("image", svg_text(data))
+            own = d.rect(li)
+            keep("image", svg_text(data, own[3] - own[1], min_px))
         return True
 
     queue, done = [(0, first)], {0}
@@ -276,11 +278,14 @@ def visible_text(snap: dict, viewport: tuple[int, int], min_opacity: float, min_
                     keep_svg(url, d, ni, li)
             if name in ("IMG", "INPUT") and not keep_svg(d.string(d.current_src.get(ni, -1)), d, ni, li) \
                     and ni in broken.get(di, ()):
-                # Chromium draws the alt text inside the image's box, in the image's font
+                # Chromium draws the alt text inside the image's box, in the image's font, clipped to it:
+                # no more is read than fits at ALT_MIN_CHAR_EM a letter and 1 em a line
                 if d.seen_rect(ni, li, min_opacity, min_px, max_blur) is None:
                     out.dropped += 1
                 else:
-                    keep("alt", d.attr(ni, "alt") or "")
+                    own, font_px = d.rect(li), _px(d.style(li, FONT_SIZE)) or 16.0
+                    fits = int((own[2] - own[0]) / (ALT_MIN_CHAR_EM * font_px)) * max(1, int((own[3] - own[1]) / font_px))
+                    keep("alt", (d.attr(ni, "alt") or "")[:fits])
             if ni in d.content_doc:
                 child = d.content_doc[ni]
                 if isinstance(child, int) and 0 <= child < len(docs) and child not in done:
