@@ -7,13 +7,18 @@ document with its layout tree: the text of each laid-out text (generated content
 the box it occupies and the computed styles asked for, shadow trees flattened in.
 
 Kept: laid-out text, the values (or placeholders) of visible text fields and buttons, the chosen
-option of a visible select, and the top document's title. Dropped, because no person sees it:
-text that is not laid out (display: none), whose style says `visibility: hidden`, whose own and
-ancestors' opacity multiply below `min_opacity`, whose box is smaller than `min_text_px`, or that
-lies wholly outside what can be seen: clipped away by an ancestor with `overflow: hidden`/`clip`
-(as CSS clips: not past the containing block of an absolutely or fixed positioned box), outside
-its iframe's box, above or left of the page, or past the viewport of a page that does not scroll.
-Not checked (open): text covered by something painted over it, text coloured like what is under it.
+option of a visible select, the top document's title, the text of SVG `data:` images (an `<img>`,
+a CSS background) and the alt text of images that did not load (showcase.check.image_text).
+Dropped, because no person sees it: text that is not laid out (display: none), whose style says
+`visibility: hidden`, whose own and ancestors' opacity (times their filters' `opacity()`)
+multiply below `min_opacity`, whose filters blur it by `max_text_blur` of its font size or more,
+that a transparent gradient masks out, whose box is smaller than `min_text_px`, or that lies
+wholly outside what can be seen: clipped away by an ancestor with `overflow: hidden`/`clip` (as
+CSS clips: not past the containing block of an absolutely or fixed positioned box), by a
+`clip-path`, a `clip` or `contain: paint` (showcase.check.css_hiding), outside its iframe's box,
+above or left of the page, or past the viewport of a page that does not scroll.
+Not checked (open): text covered by something painted over it, text coloured like what is under
+it, effects judged only where they surely hide (an SVG url() filter, clip or mask is not).
 """
 
 from dataclasses import dataclass, field
