@@ -396,7 +396,7 @@ class _Measure:
         if not isinstance(snap, dict):
             await self.bp.garbled(what, snap)
         spec = self.r.items["6b"]
-        return visible_text(snap, self.r.viewport, spec["min_opacity"], spec["min_text_px"])
+        return visible_text(snap, self.r.viewport, spec["min_opacity"], spec["min_text_px"], spec["max_text_blur"])
 
     def note_text(self, seen: VisibleText) -> None:
         m = self.m

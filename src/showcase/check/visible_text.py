@@ -7,26 +7,38 @@ document with its layout tree: the text of each laid-out text (generated content
 the box it occupies and the computed styles asked for, shadow trees flattened in.
 
 Kept: laid-out text, the values (or placeholders) of visible text fields and buttons, the chosen
-option of a visible select, and the top document's title. Dropped, because no person sees it:
-text that is not laid out (display: none), whose style says `visibility: hidden`, whose own and
-ancestors' opacity multiply below `min_opacity`, whose box is smaller than `min_text_px`, or that
-lies wholly outside what can be seen: clipped away by an ancestor with `overflow: hidden`/`clip`
-(as CSS clips: not past the containing block of an absolutely or fixed positioned box), outside
-its iframe's box, above or left of the page, or past the viewport of a page that does not scroll.
-Not checked (open): text covered by something painted over it, text coloured like what is under it.
+option of a visible select, the top document's title, the text of SVG `data:` images (an `<img>`,
+a CSS background) and the alt text of images that did not load (showcase.check.image_text).
+Dropped, because no person sees it: text that is not laid out (display: none), whose style says
+`visibility: hidden`, whose own and ancestors' opacity (times their filters' `opacity()`)
+multiply below `min_opacity`, whose filters blur it by `max_text_blur` of its font size or more,
+that a transparent gradient masks out, whose box is smaller than `min_text_px`, or that lies
+wholly outside what can be seen: clipped away by an ancestor with `overflow: hidden`/`clip` (as
+CSS clips: not past the containing block of an absolutely or fixed positioned box), by a
+`clip-path`, a `clip` or `contain: paint` (showcase.check.css_hiding), outside its iframe's box,
+above or left of the page, or past the viewport of a page that does not scroll.
+Not checked (open): text covered by something painted over it, text coloured like what is under
+it, effects judged only where they surely hide (an SVG url() filter, clip or mask is not).
 """
 
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-STYLES = ["opacity", "visibility", "overflow-x", "overflow-y", "position"]
-OPACITY, VISIBILITY, OVERFLOW_X, OVERFLOW_Y, POSITION = range(len(STYLES))
+from showcase.check.css_hiding import (clip_path_rect, clip_rect, contains_paint, filter_blur_px, filter_opacity,
+                                       mask_hides)
+from showcase.check.image_text import MAX_SVG_IMAGES, broken_images, css_image_urls, svg_data, svg_text
+
+STYLES = ["opacity", "visibility", "overflow-x", "overflow-y", "position", "filter", "clip-path", "clip",
+          "mask-image", "contain", "font-size", "background-image"]
+(OPACITY, VISIBILITY, OVERFLOW_X, OVERFLOW_Y, POSITION, FILTER, CLIP_PATH, CLIP, MASK_IMAGE, CONTAIN, FONT_SIZE,
+ BACKGROUND_IMAGE) = range(len(STYLES))
 CLIPPING = ("hidden", "clip")
 SCROLLING = ("auto", "scroll")
 # Input types whose value is text shown in the field (a checkbox's value "on" is never shown).
 TEXT_INPUTS = {"", "text", "search", "email", "url", "tel", "button", "submit", "reset"}
 MAX_CHARS = 20_000
+ALT_MIN_CHAR_EM = 0.25  # narrower than the average letter of any text font (an "i" is about 0.25 em)
 MAX_DOCUMENTS = 50
 
 Rect = tuple[float, float, float, float]  # left, top, right, bottom
@@ -40,9 +52,15 @@ class VisibleText:
     dropped: int = 0
 
 
+BROKEN = "showcaseBrokenImages"  # our key in the snapshot: {document index: node indices of images that did not load}
+
+
 async def capture(send) -> dict:
-    """The raw snapshot; `send` is a bounded CDP send (method, params)."""
-    return await send("DOMSnapshot.captureSnapshot", {"computedStyles": STYLES})
+    """The raw snapshot, with the images whose alt text shows; `send` is a bounded CDP send (method, params)."""
+    snap = await send("DOMSnapshot.captureSnapshot", {"computedStyles": STYLES})
+    if isinstance(snap, dict):
+        snap[BROKEN] = await broken_images(send, snap)
+    return snap
 
 
 def _rare(table: dict | None) -> dict[int, int]:
@@ -54,6 +72,13 @@ def _rare(table: dict | None) -> dict[int, int]:
 
 def _intersect(a: Rect, b: Rect) -> Rect:
     return (max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3]))
+
+
+def _px(value: str) -> float | None:
+    try:
+        return float(value[:-2]) if value.endswith("px") else None
+    except ValueError:
+        return None
 
 
 def _empty(r: Rect) -> bool:
@@ -75,6 +100,7 @@ class _Document:
         self.text_value = _rare(nodes.get("textValue"))
         self.content_doc = _rare(nodes.get("contentDocumentIndex"))
         self.pseudo = _rare(nodes.get("pseudoType"))
+        self.current_src = _rare(nodes.get("currentSourceURL"))
         self.shadow = _rare(nodes.get("shadowRootType"))  # nodes inside a shadow tree (the snapshot flattens them in)
         self.selected = set((nodes.get("optionSelected") or {}).get("index", []))
         layout = doc["layout"]
@@ -105,8 +131,9 @@ class _Document:
         ox, oy = self.offset
         return (x + ox, y + oy, x + ox + w, y + oy + h)
 
-    def seen_rect(self, ni: int, li: int, min_opacity: float, min_px: float) -> Rect | None:
-        """The part of node `ni`'s box (layout entry `li`) a person can see, or None."""
+    def seen_rect(self, ni: int, li: int, min_opacity: float, min_px: float, max_blur: float = 1.0) -> Rect | None:
+        """The part of node `ni`'s box (layout entry `li`) a person can see, or None. `max_blur`: the
+        blur, as a share of the font size, from which text is a smear."""
         if not self.visible or self.style(li, VISIBILITY) in ("hidden", "collapse"):
             return None
         own = self.rect(li)
@@ -114,6 +141,7 @@ class _Document:
             return None
         seen = _intersect(own, self.clip)
         opacity = self.opacity
+        blur, font_px = 0.0, _px(self.style(li, FONT_SIZE)) or 16.0
         # Walk up the flat tree (a shadow root's parent is its host; a pseudo element's, its element).
         # An absolutely positioned box escapes the clips of ancestors below its containing block (the
         # nearest positioned one); a fixed one escapes them all but the document's.
@@ -127,6 +155,17 @@ class _Document:
             opacity *= self._opacity(la)
             position = self.style(la, POSITION)
             positioned = position not in ("", "static")
+            # paint effects act on the element and all it holds, positioned or not
+            blur += filter_blur_px(self.style(la, FILTER))
+            if mask_hides(self.style(la, MASK_IMAGE)):
+                return None
+            box = self.rect(la)
+            for kept in (clip_path_rect(self.style(la, CLIP_PATH), box),
+                         clip_rect(self.style(la, CLIP), box) if position in ("absolute", "fixed") else None):
+                if kept is not None:
+                    seen = _intersect(seen, kept)
+            if a != ni and contains_paint(self.style(la, CONTAIN)):
+                seen = _intersect(seen, box)
             # an element's overflow clips what is inside it, not itself; the root's and body's clip the viewport (above)
             if a != ni and not fixed and (positioned or not needs_positioned) and self.name[a] not in ("HTML", "BODY"):
                 box = self.rect(la)
@@ -139,19 +178,23 @@ class _Document:
                         return None  # a scroll box too small to show anything
             if positioned:
                 needs_positioned = False
+            if a != ni and contains_paint(self.style(la, CONTAIN)):  # the containing block of fixed boxes too
+                needs_positioned = fixed = False
             if position == "fixed":
                 fixed = True
             elif position == "absolute":
                 needs_positioned = True
-        if opacity < min_opacity or _empty(seen):
+        if opacity < min_opacity or blur >= max_blur * font_px or _empty(seen):
             return None
         return seen
 
     def _opacity(self, li: int) -> float:
+        """The element's opacity times its filter's opacity()."""
         try:
-            return min(1.0, max(0.0, float(self.style(li, OPACITY) or 1)))
+            own = min(1.0, max(0.0, float(self.style(li, OPACITY) or 1)))
         except ValueError:
-            return 1.0
+            own = 1.0
+        return own * filter_opacity(self.style(li, FILTER))
 
     def _ancestors(self, ni: int):
         """ni itself, then its ancestors up the flat tree (bounded: a malformed snapshot cannot loop)."""
@@ -182,7 +225,8 @@ class _Document:
                         if self.name[c] == "#TEXT" and c < len(self.value)).strip()
 
 
-def visible_text(snap: dict, viewport: tuple[int, int], min_opacity: float, min_px: float) -> VisibleText:
+def visible_text(snap: dict, viewport: tuple[int, int], min_opacity: float, min_px: float,
+                 max_blur: float = 1.0) -> VisibleText:
     """All the text a person sees in `snap` (a DOMSnapshot.captureSnapshot answer), in layout order."""
     out = VisibleText(text="")
     docs = snap.get("documents") or []
@@ -205,6 +249,21 @@ def visible_text(snap: dict, viewport: tuple[int, int], min_opacity: float, min_
                      if first.name[ni] in ("HTML", "BODY") for k in (OVERFLOW_X, OVERFLOW_Y))
     if not root_clips:
         first.clip = (0.0, 0.0, float(max(vw, top.get("contentWidth") or 0)), float(max(vh, top.get("contentHeight") or 0)))
+    broken = snap.get(BROKEN) or {}
+    svg_images = [0]
+
+    def keep_svg(url: str, d: _Document, ni: int, li: int) -> bool:
+        """Keeps the text of an SVG image drawn in node `ni`'s box; False when `url` is no SVG we read."""
+        if svg_images[0] >= MAX_SVG_IMAGES or (data := svg_data(url)) is None:
+            return False
+        svg_images[0] += 1
+        if d.seen_rect(ni, li, min_opacity, min_px, max_blur) is None:
+            out.dropped += 1
+        else:
+            own = d.rect(li)
+            keep("image", svg_text(data, own[3] - own[1], min_px))
+        return True
+
     queue, done = [(0, first)], {0}
     while queue and len(done) <= MAX_DOCUMENTS:
         di, d = queue.pop(0)
@@ -212,13 +271,26 @@ def visible_text(snap: dict, viewport: tuple[int, int], min_opacity: float, min_
             t = d.l_text[li] if li < len(d.l_text) else -1
             name = d.name[ni] if ni < len(d.name) else ""
             if isinstance(t, int) and t >= 0 and d.string(t).strip():
-                if d.seen_rect(ni, li, min_opacity, min_px) is None:
+                if d.seen_rect(ni, li, min_opacity, min_px, max_blur) is None:
                     out.dropped += 1
                     continue
                 source = "generated" if ni in d.pseudo else ("shadow" if ni in d.shadow else "text")
                 keep(source if di == 0 else "frame", d.string(t))
-            elif name in ("INPUT", "TEXTAREA", "SELECT"):
+            elif name in ("INPUT", "TEXTAREA", "SELECT") and ni not in broken.get(di, ()):
                 _form_text(d, ni, li, min_opacity, min_px, keep, out)
+            if name != "#TEXT":  # a text's styles are its element's: its background is drawn once, there
+                for url in css_image_urls(d.style(li, BACKGROUND_IMAGE)):
+                    keep_svg(url, d, ni, li)
+            if name in ("IMG", "INPUT") and not keep_svg(d.string(d.current_src.get(ni, -1)), d, ni, li) \
+                    and ni in broken.get(di, ()):
+                # Chromium draws the alt text inside the image's box, in the image's font, clipped to it:
+                # no more is read than fits at ALT_MIN_CHAR_EM a letter and 1 em a line
+                if d.seen_rect(ni, li, min_opacity, min_px, max_blur) is None:
+                    out.dropped += 1
+                else:
+                    own, font_px = d.rect(li), _px(d.style(li, FONT_SIZE)) or 16.0
+                    fits = int((own[2] - own[0]) / (ALT_MIN_CHAR_EM * font_px)) * max(1, int((own[3] - own[1]) / font_px))
+                    keep("alt", (d.attr(ni, "alt") or "")[:fits])
             if ni in d.content_doc:
                 child = d.content_doc[ni]
                 if isinstance(child, int) and 0 <= child < len(docs) and child not in done:
