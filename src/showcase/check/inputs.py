@@ -3,10 +3,13 @@
 Until 3.0 every check sent the same events (two notches of 120 px at the centre pixel, a drag from
 the centre released at exactly centre + (240, 60)), and a page that answered only that signature
 earned the controls while a person's wheel or drag did nothing. Now where the pointer rests, where
-the wheel turns and by how much in how many notches, where a drag starts, its length, direction,
-moves and pace, and the pauses between events all vary from check to check within documented
-ranges (checks/rubric.toml, [items.10]). The plan is a pure function of the seed and the rubric:
-`showcase check --seed N` sends the same events again; check.json records the seed and every
+the wheel turns, with a mouse or a trackpad and by how much, where a drag starts, its length,
+direction, moves and pace, and the pauses between events all vary from check to check within
+documented ranges (checks/rubric.toml, [items.10]). The ranges are what people send (a mouse's
+notches of 53, 100 or 120 px or a trackpad's stream of small deltas; a drag of many moves a frame
+or less apart), so a page answering only the check's inputs answers people (3.0's 90-150 px
+notches and 3-6 move drags let a page answer those and refuse a person's). The plan is a pure
+function of the seed and the rubric: `showcase check --seed N` sends the same events again; check.json records the seed and every
 event sent (`control_inputs`).
 """
 
@@ -94,10 +97,6 @@ def plan_inputs(seed: int, rubric: Rubric) -> ControlInputs:
         a, b = spec[key]
         return rng.uniform(a, b)
 
-    def count(key: str) -> int:
-        a, b = spec[key]
-        return rng.randint(int(a), int(b))
-
     def approach(pointer: tuple[int, int], to: tuple[int, int]) -> list[MouseEvent]:
         """The pointer moves (no button) to where the input begins, as a hand would."""
         if pointer == to:
@@ -106,7 +105,7 @@ def plan_inputs(seed: int, rubric: Rubric) -> ControlInputs:
 
     def wheel(pointer: tuple[int, int], at: tuple[int, int], sign: int, kind: str) -> list[MouseEvent]:
         events = approach(pointer, at)
-        for k, delta in enumerate(notches() if kind == "notches" else swipe()):
+        for delta in notches() if kind == "notches" else swipe():
             gap = span("wheel_gap_ms" if kind == "notches" else "wheel_pad_gap_ms") if events else span("lead_ms")
             events.append(MouseEvent(after_ms=round(gap), type="mouseWheel", x=at[0], y=at[1], delta_y=sign * delta))
         return events
