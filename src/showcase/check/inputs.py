@@ -9,8 +9,8 @@ documented ranges (checks/rubric.toml, [items.10]). The ranges are what people s
 notches of 53, 100 or 120 px or a trackpad's stream of small deltas; a drag of many moves a frame
 or less apart), so a page answering only the check's inputs answers people (3.0's 90-150 px
 notches and 3-6 move drags let a page answer those and refuse a person's). The plan is a pure
-function of the seed and the rubric: `showcase check --seed N` sends the same events again; check.json records the seed and every
-event sent (`control_inputs`).
+function of the seed and the rubric: `showcase check --seed N` sends the same events again;
+check.json records the seed and every event sent (`control_inputs`).
 """
 
 import asyncio
