@@ -3,11 +3,14 @@
 Until 3.0 every check sent the same events (two notches of 120 px at the centre pixel, a drag from
 the centre released at exactly centre + (240, 60)), and a page that answered only that signature
 earned the controls while a person's wheel or drag did nothing. Now where the pointer rests, where
-the wheel turns and by how much in how many notches, where a drag starts, its length, direction,
-moves and pace, and the pauses between events all vary from check to check within documented
-ranges (checks/rubric.toml, [items.10]). The plan is a pure function of the seed and the rubric:
-`showcase check --seed N` sends the same events again; check.json records the seed and every
-event sent (`control_inputs`).
+the wheel turns, with a mouse or a trackpad and by how much, where a drag starts, its length,
+direction, moves and pace, and the pauses between events all vary from check to check within
+documented ranges (checks/rubric.toml, [items.10]). The ranges are what people send (a mouse's
+notches of 53, 100 or 120 px or a trackpad's stream of small deltas; a drag of many moves a frame
+or less apart), so a page answering only the check's inputs answers people (3.0's 90-150 px
+notches and 3-6 move drags let a page answer those and refuse a person's). The plan is a pure
+function of the seed and the rubric: `showcase check --seed N` sends the same events again;
+check.json records the seed and every event sent (`control_inputs`).
 """
 
 import asyncio
@@ -59,7 +62,12 @@ class ControlInputs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     seed: int = Field(description="`showcase check --seed N` with the same rubric sends exactly these events again")
     rest: tuple[int, int] = Field(description="where the pointer rests from ready on (one move there, no button)")
+    wheel: Literal["notches", "trackpad"] = Field(description="the wheel turned: a mouse's notches or a trackpad's swipe")
     steps: dict[str, list[MouseEvent]] = Field(description="the events of each control step with an input, in order")
+
+    def lasts_s(self, step: str) -> float:
+        """How long sending a step's events takes, at their pace."""
+        return sum(e.after_ms for e in self.steps.get(step, [])) / 1000
 
     def expect(self, step: str) -> dict:
         """What the probe must see of a step's input before the step may end: the wheel's pixels,
@@ -89,44 +97,71 @@ def plan_inputs(seed: int, rubric: Rubric) -> ControlInputs:
         a, b = spec[key]
         return rng.uniform(a, b)
 
-    def count(key: str) -> int:
-        a, b = spec[key]
-        return rng.randint(int(a), int(b))
-
     def approach(pointer: tuple[int, int], to: tuple[int, int]) -> list[MouseEvent]:
         """The pointer moves (no button) to where the input begins, as a hand would."""
         if pointer == to:
             return []
         return [MouseEvent(after_ms=round(span("lead_ms")), type="mouseMoved", x=to[0], y=to[1])]
 
-    def wheel(pointer: tuple[int, int], at: tuple[int, int], sign: int) -> list[MouseEvent]:
-        notches = count("wheel_notches")
-        least = max(spec["wheel_notch_px"][0], math.ceil(spec["wheel_min_px"] / notches))
+    def wheel(pointer: tuple[int, int], at: tuple[int, int], sign: int, kind: str) -> list[MouseEvent]:
         events = approach(pointer, at)
-        for k in range(notches):
-            delta = rng.randint(int(least), int(max(least, spec["wheel_notch_px"][1])))
-            gap = span("wheel_gap_ms") if events else span("lead_ms")
+        for delta in notches() if kind == "notches" else swipe():
+            gap = span("wheel_gap_ms" if kind == "notches" else "wheel_pad_gap_ms") if events else span("lead_ms")
             events.append(MouseEvent(after_ms=round(gap), type="mouseWheel", x=at[0], y=at[1], delta_y=sign * delta))
         return events
+
+    def notches() -> list[int]:
+        """A mouse wheel: whole notches of one size, as many as reach wheel_min_px."""
+        size = rng.choice(spec["wheel_notch_px"])
+        least = math.ceil(spec["wheel_min_px"] / size)
+        lo, hi = spec["wheel_notches"]
+        return [size] * rng.randint(max(int(lo), least), max(int(hi), least))
+
+    def swipe() -> list[int]:
+        """A trackpad's two-finger swipe: small deltas rising and falling, summing to the swipe."""
+        total = span("wheel_pad_total_px")
+        small, big = spec["wheel_pad_px"]
+        lo, hi = spec["wheel_pad_events"]
+        # a sine's mean is 2/pi of its peak: enough events that the peak stays under `big`
+        n = rng.randint(max(int(lo), math.ceil(total * math.pi / 2 / (big * 0.85))), max(int(hi), int(lo)))
+        shape = [math.sin(math.pi * (k + 0.5) / n) * rng.uniform(0.85, 1.15) for k in range(n)]
+        scale = total / sum(shape)
+        deltas = [min(big, max(small, round(scale * s))) for s in shape]
+        while sum(deltas) < spec["wheel_min_px"]:  # what clamping took, back as the swipe's slow tail
+            deltas.append(small)
+        return deltas
 
     def drag(pointer: tuple[int, int], start: tuple[int, int], direction: int) -> tuple[list[MouseEvent], tuple[int, int]]:
         """Press at `start`, move `direction` (+1 right, -1 left) and a little up or down, release,
         then rest nearby (the move without buttons that tells the probe the drag is over)."""
         length, angle = span("drag_px"), math.radians(rng.uniform(-spec["drag_max_angle"], spec["drag_max_angle"]))
         end = clamp(start[0] + direction * length * math.cos(angle), start[1] + length * math.sin(angle))
-        moves = count("drag_moves")
+        lasts = span("drag_ms")
+        (lo, hi), (short, long) = spec["drag_moves"], spec["drag_gap_ms"]
+        moves = rng.randint(max(int(lo), math.ceil(lasts / long)), max(int(lo), min(int(hi), math.floor(lasts / short))))
+        pace = lasts / moves
+
+        def gap() -> int:
+            return round(min(long, max(short, pace * rng.uniform(0.8, 1.2))))
+
         jitter = spec["drag_jitter_px"]
+        ux, uy = end[0] - start[0], end[1] - start[1]
+        norm = math.hypot(ux, uy) or 1.0
+        across = (-uy / norm, ux / norm)
         held = {"button": "left", "buttons": 1}
         events = approach(pointer, start)
         events.append(MouseEvent(after_ms=round(span("drag_gap_ms") if events else span("lead_ms")), type="mousePressed",
                                  x=start[0], y=start[1], click_count=1, **held))
         for k in range(1, moves + 1):
-            f = k / moves
-            x, y = start[0] + (end[0] - start[0]) * f, start[1] + (end[1] - start[1]) * f
+            t = k / moves
+            # a hand speeds up and slows down (half even pace, half minimum-jerk: no move stands still)
+            f = 0.5 * t + 0.5 * t ** 3 * (10 - 15 * t + 6 * t * t)
+            x, y = start[0] + ux * f, start[1] + uy * f
             if k < moves:  # a hand strays from the straight line; the last move lands where it is released
-                x, y = x + rng.uniform(-jitter, jitter), y + rng.uniform(-jitter, jitter)
-            events.append(MouseEvent(after_ms=round(span("drag_gap_ms")), type="mouseMoved", x=round(x), y=round(y), **held))
-        events.append(MouseEvent(after_ms=round(span("drag_gap_ms")), type="mouseReleased", x=end[0], y=end[1],
+                off = rng.uniform(-jitter, jitter)
+                x, y = x + across[0] * off, y + across[1] * off
+            events.append(MouseEvent(after_ms=gap(), type="mouseMoved", x=round(x), y=round(y), **held))
+        events.append(MouseEvent(after_ms=gap(), type="mouseReleased", x=end[0], y=end[1],
                                  button="left", buttons=0, click_count=1))
         drift = spec["drag_jitter_px"] * 3
         rest = clamp(end[0] + rng.uniform(-drift, drift), end[1] + rng.uniform(-drift, drift))
@@ -134,14 +169,15 @@ def plan_inputs(seed: int, rubric: Rubric) -> ControlInputs:
         return events, rest
 
     rest = inner()
+    kind = rng.choice(spec["wheel_kinds"])  # one hand, one device: the wheel back is turned the same way
     at = inner()
     drift = spec["wheel_drift_px"]
     back_at = clamp(at[0] + rng.uniform(-drift, drift), at[1] + rng.uniform(-drift, drift))
     direction = rng.choice((-1, 1))
     first, rested = drag(back_at, inner(), direction)
     back, _ = drag(rested, rested, -direction)
-    steps = {"wheel": wheel(rest, at, -1), "wheel back": wheel(at, back_at, 1), "drag": first, "drag back": back}
-    return ControlInputs(seed=seed, rest=rest, steps=steps)
+    steps = {"wheel": wheel(rest, at, -1, kind), "wheel back": wheel(at, back_at, 1, kind), "drag": first, "drag back": back}
+    return ControlInputs(seed=seed, rest=rest, wheel=kind, steps=steps)
 
 
 async def dispatch(bp: "BoundedPage", what: str, events: list[MouseEvent]) -> None:

@@ -274,12 +274,13 @@ class _Measure:
         draw: a few of its own frame times (a page at 0.6 fps draws none in most 1 s spans), at least 1 s."""
         return max(1.0, 2.5 * (self.frame_s or 0.0))
 
-    def step_bound(self, steps_left: int) -> float:
-        """How long a step may wait for its frames, from the call that waits (after its input)."""
+    def step_bound(self, steps_left: int, input_s: float = 0.0) -> float:
+        """How long a step may wait for its frames, from the call that waits (sent as its input begins)."""
         # a screenshot and an input each wait for a frame or two besides the step's own frames;
-        # short of time a step still gets its input's frame and one more, never the bare 0.7 s
+        # short of time a step still gets the time its input takes to send (up to 0.8 s: a
+        # person's drag), that input's frame and one more, never the bare 0.7 s
         frame = self.frame_s or 0.5
-        floor = min(self.t.step_max_s, max(self.t.step_s, 2.5 * frame))
+        floor = min(self.t.step_max_s, max(self.t.step_s, 2.5 * frame) + input_s)
         return max(floor, min(self.t.step_max_s, (self.bp.remaining() - 1) / steps_left - 4 * frame))
 
     async def controls(self, window_2: dict, t0: float) -> None:
@@ -321,7 +322,7 @@ class _Measure:
                 # more (a wheel's, even on a fast page) and the step waits in the page anyway,
                 # until the input's last event has reached it and a frame was drawn after.
                 dispatch, expect = (None, None) if action is None else action()
-                bound = self.step_bound(len(plan) - i)
+                bound = self.step_bound(len(plan) - i, self.inputs.lasts_s(name))
                 more = "true" if i < len(plan) - 1 else "false"
                 after_input = "true" if action is not None else "false"
                 what = f"reading the {name} step"
