@@ -398,18 +398,47 @@
       const deep = st.prog !== null && st.prog.deep > 0;
       if (deep) { c.parts += inst; c.triangles += tris; }
       if (rec !== null && rec.ops.length < REC_MAX) { try { recordOp(this, st, tris, bufW, bufH); } catch (e) { /* a sample the less */ } }
-      let e = null;
-      for (let i = 0; i < c.per.length; i++) if (c.per[i].cid === cid) e = c.per[i];
-      if (e === null) {
-        e = { cid, draws: 0, parts: 0, triangles: 0, vertices: 0 };
-        defineOwn(c.per, c.per.length, { value: e, writable: true, enumerable: true, configurable: true });
-      }
+      const e = entryOf(c, cid);
       // a frame's vertices weigh the share of the canvas their draw can reach: the world drawn into
       // a 9 x 9 scissor box in five frames of six counted as 60 frames a second
-      e.draws += 1; e.vertices += count * inst * reachOf(target, apply(bufW, this, []), apply(bufH, this, []));
+      let v = count * inst * reachOf(target, apply(bufW, this, []), apply(bufH, this, []));
+      v += sampledHeld(st);
+      if (st.drawFb !== null) { hold(st.drawFb, v); v = 0; }
+      e.draws += 1; e.vertices += v;
       if (deep) { e.parts += inst; e.triangles += tris; }
       return out;
     };
+  };
+  const entryOf = (c, cid) => {
+    for (let i = 0; i < c.per.length; i++) if (c.per[i].cid === cid) return c.per[i];
+    const e = { cid, draws: 0, parts: 0, triangles: 0, vertices: 0 };
+    defineOwn(c.per, c.per.length, { value: e, writable: true, enumerable: true, configurable: true });
+    return e;
+  };
+  // What a frame draws into a framebuffer reaches the screen only through a later draw of the same
+  // frame with its texture bound (post-processing, shadow maps; a blit passes it on): until then its
+  // vertices are held per framebuffer, and one never shown adds nothing to the frame (the world
+  // drawn into a hidden target in the frames between real ones).
+  const heldFb = new WeakMap();  // framebuffer -> { tick, v } of the frame being drawn
+  const hold = (fb, v) => {
+    let h = apply(wmGet, heldFb, [fb]);
+    if (h === undefined || h.tick !== sc.ticks) { h = { tick: sc.ticks, v: 0 }; apply(wmSet, heldFb, [fb, h]); }
+    h.v += v;
+  };
+  const release = (fb) => {
+    const h = apply(wmGet, heldFb, [fb]);
+    if (h === undefined || h.tick !== sc.ticks) return 0;
+    const v = h.v;
+    h.v = 0;
+    return v;
+  };
+  const sampledHeld = (st) => {
+    let v = 0;
+    for (const k in st.units) {
+      const tex = st.units[k], fb = tex ? apply(wmGet, texFbs, [tex]) : undefined;
+      if (fb !== undefined) v += release(fb);
+    }
+    return v;
   };
   const wrapGetError = (proto, getError) => {
     proto.getError = function getError_() {
@@ -536,7 +565,12 @@
     after(proto, 'bindTexture', (ctx, a) => { const s = ctxOf(ctx); s.units[s.unit * 65536 + (a[0] | 0)] = a[1] || null; });
     after(proto, 'viewport', (ctx, a) => { ctxOf(ctx).vp = [a[0], a[1], a[2], a[3]]; },
       (a) => { for (let k = 0; k < 4; k++) a[k] = +a[k]; });
-    after(proto, 'blitFramebuffer', (ctx) => { if (rec !== null) recordOp(ctx, ctxOf(ctx), -1, null, null); });
+    after(proto, 'blitFramebuffer', (ctx) => {
+      const s = ctxOf(ctx), v = s.readFb !== null ? release(s.readFb) : 0;
+      if (v > 0 && s.drawFb !== null) hold(s.drawFb, v);
+      else if (v > 0) { const cid = apply(wmGet, canvasIds, [ctx]); if (cid !== undefined) entryOf(sc.cur, cid).vertices += v; }
+      if (rec !== null) recordOp(ctx, ctxOf(ctx), -1, null, null);
+    });
   }
 
   // --- samples: one frame's draws, as they went ---
