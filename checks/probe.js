@@ -257,10 +257,17 @@
     }
     return cid;
   };
-  // Viewport and scissor box per context, as the page set them (a draw into a few pixels is no picture).
+  // Per context, what decides where a draw can write and whether it writes any colour, as the page
+  // set it through these wrappers: the viewport and scissor box (a frame's draws weigh the share of
+  // the canvas they can reach), the colour mask, blending, rasterizer discard and face culling (a
+  // draw that provably writes no colour shows nothing: colorWrite false, a blend that keeps the
+  // destination). Draw buffer 0 is the one that reaches the screen: OES_draw_buffers_indexed's
+  // per-buffer calls count for it. Each argument is converted once, before the native call, and the
+  // native gets the converted value (a valueOf read twice could tell WebGL one thing and us another).
   const targets = new WeakMap();
   const TINY_PIXELS = 64;
-  const SCISSOR_TEST = 0x0C11;
+  const SCISSOR_TEST = 0x0C11, BLEND = 0x0BE2, CULL_FACE = 0x0B44, RASTERIZER_DISCARD = 0x8C89;
+  const FRONT_AND_BACK = 0x0408, ZERO = 0, ONE = 1, FUNC_ADD = 0x8006, FUNC_REVERSE_SUBTRACT = 0x800B;
   const tinyTarget = (ctx) => {
     const t = apply(wmGet, targets, [ctx]);
     if (t === undefined) return false;
@@ -268,32 +275,89 @@
   };
   const targetOf = (ctx) => {
     let t = apply(wmGet, targets, [ctx]);
-    if (t === undefined) { t = { vw: null, vh: null, sw: null, sh: null, scissor: false }; apply(wmSet, targets, [ctx, t]); }
+    if (t === undefined) {
+      t = { vx: 0, vy: 0, vw: null, vh: null, sx: 0, sy: 0, sw: null, sh: null, scissor: false,
+        rgb: true, alpha: true, blend: false, keepRgb: false, keepAlpha: false, discard: false, cull: false, allFaces: false,
+        srcRgb: ONE, dstRgb: ZERO, srcAlpha: ONE, dstAlpha: ZERO, eqRgb: FUNC_ADD, eqAlpha: FUNC_ADD };
+      apply(wmSet, targets, [ctx, t]);
+    }
     return t;
   };
+  // The share of the drawing buffer a draw can reach: its viewport, within the scissor box when the
+  // scissor test is on (unset, each is the whole buffer). A draw to a framebuffer is measured
+  // against the drawing buffer too: a pass at the canvas's size reaches all of it.
+  const reachOf = (t, W, H) => {
+    if (!(W > 0 && H > 0)) return 0;
+    if (t === undefined) return 1;
+    let x0 = 0, y0 = 0, x1 = W, y1 = H;
+    if (t.vw !== null) { x0 = M.max(x0, t.vx); y0 = M.max(y0, t.vy); x1 = M.min(x1, t.vx + t.vw); y1 = M.min(y1, t.vy + t.vh); }
+    if (t.scissor && t.sw !== null) { x0 = M.max(x0, t.sx); y0 = M.max(y0, t.sy); x1 = M.min(x1, t.sx + t.sw); y1 = M.min(y1, t.sy + t.sh); }
+    return x1 > x0 && y1 > y0 ? ((x1 - x0) * (y1 - y0)) / (W * H) : 0;
+  };
+  // A blend leaves the destination as it was when it takes none of the source and all of the destination.
+  const keeps = (eq, src, dst) => (eq === FUNC_ADD || eq === FUNC_REVERSE_SUBTRACT) && src === ZERO && dst === ONE;
+  const reblend = (t) => { t.keepRgb = keeps(t.eqRgb, t.srcRgb, t.dstRgb); t.keepAlpha = keeps(t.eqAlpha, t.srcAlpha, t.dstAlpha); };
+  const writesNothing = (t, mode) => t !== undefined && (t.discard || (t.cull && t.allFaces && mode >= 4 && mode <= 6) ||
+    ((!t.rgb || (t.blend && t.keepRgb)) && (!t.alpha || (t.blend && t.keepAlpha))));
+  const setCap = (t, cap, on) => {
+    if (cap === SCISSOR_TEST) t.scissor = on;
+    else if (cap === BLEND) t.blend = on;
+    else if (cap === CULL_FACE) t.cull = on;
+    else if (cap === RASTERIZER_DISCARD) t.discard = on;
+  };
+  const numbers = (args, n) => { for (let k = 0; k < n && k < args.length; k++) args[k] = +args[k]; };
+  // wrap(proto, name, n, fn): the first n arguments made numbers (the rest booleans when `flags`), then fn(state, args) after the native call
+  const wrapState = (obj, name, n, fn, flags, ctxFor) => {
+    const orig = obj[name];
+    if (typeof orig !== 'function') return;
+    obj[name] = function (...args) {
+      numbers(args, n);
+      if (flags) for (let k = n; k < args.length; k++) args[k] = !!args[k];
+      const out = apply(orig, this, args);
+      const ctx = ctxFor ? apply(wmGet, extCtx, [this]) : this;
+      if (ctx !== undefined) { try { fn(targetOf(ctx), args); } catch (e) { /* never break the page */ } }
+      return out;
+    };
+  };
+  const u32 = (v) => v >>> 0;
   const wrapTarget = (proto) => {
-    const viewport = proto.viewport, scissor = proto.scissor, enable = proto.enable, disable = proto.disable;
-    const dim = (v) => { const n = +v; return n > 0 ? M.floor(n) : 0; };
-    proto.viewport = function viewport_(...args) {
-      const out = apply(viewport, this, args);
-      const t = targetOf(this); t.vw = dim(args[2]); t.vh = dim(args[3]);
-      return out;
+    // a negative size is refused by WebGL and changes nothing
+    wrapState(proto, 'viewport', 4, (t, a) => { if ((a[2] | 0) >= 0 && (a[3] | 0) >= 0) { t.vx = a[0] | 0; t.vy = a[1] | 0; t.vw = a[2] | 0; t.vh = a[3] | 0; } });
+    wrapState(proto, 'scissor', 4, (t, a) => { if ((a[2] | 0) >= 0 && (a[3] | 0) >= 0) { t.sx = a[0] | 0; t.sy = a[1] | 0; t.sw = a[2] | 0; t.sh = a[3] | 0; } });
+    wrapState(proto, 'enable', 1, (t, a) => setCap(t, u32(a[0]), true));
+    wrapState(proto, 'disable', 1, (t, a) => setCap(t, u32(a[0]), false));
+    wrapState(proto, 'colorMask', 0, (t, a) => { t.rgb = a[0] || a[1] || a[2]; t.alpha = a[3]; }, true);
+    wrapState(proto, 'cullFace', 1, (t, a) => { t.allFaces = u32(a[0]) === FRONT_AND_BACK; });
+    wrapState(proto, 'blendFunc', 2, (t, a) => { t.srcRgb = t.srcAlpha = u32(a[0]); t.dstRgb = t.dstAlpha = u32(a[1]); reblend(t); });
+    wrapState(proto, 'blendFuncSeparate', 4, (t, a) => { t.srcRgb = u32(a[0]); t.dstRgb = u32(a[1]); t.srcAlpha = u32(a[2]); t.dstAlpha = u32(a[3]); reblend(t); });
+    wrapState(proto, 'blendEquation', 1, (t, a) => { t.eqRgb = t.eqAlpha = u32(a[0]); reblend(t); });
+    wrapState(proto, 'blendEquationSeparate', 2, (t, a) => { t.eqRgb = u32(a[0]); t.eqAlpha = u32(a[1]); reblend(t); });
+    const getExtension = proto.getExtension;
+    if (typeof getExtension !== 'function') return;
+    proto.getExtension = function (...args) {
+      if (args.length) args[0] = '' + args[0];
+      const ext = apply(getExtension, this, args);
+      if (ext && apply(lower, args[0], []) === 'oes_draw_buffers_indexed') {
+        apply(wmSet, extCtx, [ext, this]);
+        wrapIndexed(protoOf(ext));
+      }
+      return ext;
     };
-    proto.scissor = function scissor_(...args) {
-      const out = apply(scissor, this, args);
-      const t = targetOf(this); t.sw = dim(args[2]); t.sh = dim(args[3]);
-      return out;
-    };
-    proto.enable = function enable_(...args) {
-      const out = apply(enable, this, args);
-      if (args[0] === SCISSOR_TEST) targetOf(this).scissor = true;
-      return out;
-    };
-    proto.disable = function disable_(...args) {
-      const out = apply(disable, this, args);
-      if (args[0] === SCISSOR_TEST) targetOf(this).scissor = false;
-      return out;
-    };
+  };
+  const extCtx = new WeakMap();  // an OES_draw_buffers_indexed object -> its context
+  const lower = String.prototype.toLowerCase, protoOf = Object.getPrototypeOf;
+  const indexedProtos = new WeakSet();
+  const wrapIndexed = (p) => {
+    if (!p || apply(wsHas, indexedProtos, [p])) return;
+    apply(wsAdd, indexedProtos, [p]);
+    const at0 = (fn) => (t, a) => { if (u32(a[0]) === 0) fn(t, a); };
+    wrapState(p, 'enableiOES', 2, (t, a) => { if (u32(a[1]) === 0) setCap(t, u32(a[0]), true); }, false, true);
+    wrapState(p, 'disableiOES', 2, (t, a) => { if (u32(a[1]) === 0) setCap(t, u32(a[0]), false); }, false, true);
+    wrapState(p, 'colorMaskiOES', 1, at0((t, a) => { t.rgb = a[1] || a[2] || a[3]; t.alpha = a[4]; }), true, true);
+    wrapState(p, 'blendFunciOES', 3, at0((t, a) => { t.srcRgb = t.srcAlpha = u32(a[1]); t.dstRgb = t.dstAlpha = u32(a[2]); reblend(t); }), false, true);
+    wrapState(p, 'blendFuncSeparateiOES', 5, at0((t, a) => { t.srcRgb = u32(a[1]); t.dstRgb = u32(a[2]); t.srcAlpha = u32(a[3]); t.dstAlpha = u32(a[4]); reblend(t); }), false, true);
+    wrapState(p, 'blendEquationiOES', 2, at0((t, a) => { t.eqRgb = t.eqAlpha = u32(a[1]); reblend(t); }), false, true);
+    wrapState(p, 'blendEquationSeparateiOES', 3, at0((t, a) => { t.eqRgb = u32(a[1]); t.eqAlpha = u32(a[2]); reblend(t); }), false, true);
   };
   const wrapDraw = (proto, name, countArg, instArg, getError, isLost) => {
     const orig = proto && proto[name];
@@ -302,6 +366,8 @@
     const bufW = Object.getOwnPropertyDescriptor(proto, 'drawingBufferWidth').get;
     const bufH = Object.getOwnPropertyDescriptor(proto, 'drawingBufferHeight').get;
     proto[name] = function (...args) {
+      // Numbers once (the native takes them so): a count read twice could draw one and claim another.
+      numbers(args, args.length);
       // The native call first: one on anything but a real context throws and counts nothing.
       const out = apply(orig, this, args);
       if (armed !== null) {
@@ -319,9 +385,11 @@
       let seen = false;
       for (let i = 0; i < drawnTo.length; i++) if (drawnTo[i].ctx === this) seen = true;
       if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx: this, getError, canvas, cid }, writable: true, enumerable: true, configurable: true });
-      // A lost context draws nothing (a decoy lost on purpose raised the world's figures), and a
-      // draw into a viewport or scissor box of a few pixels shows nothing of a world.
-      if (apply(isLost, this, []) || tinyTarget(this)) return out;
+      // A lost context draws nothing (a decoy lost on purpose raised the world's figures), a draw
+      // into a viewport or scissor box of a few pixels shows nothing of a world, and one that
+      // writes no colour (colorWrite false: a 43,200-triangle mesh counted) shows nothing at all.
+      const target = apply(wmGet, targets, [this]);
+      if (apply(isLost, this, []) || tinyTarget(this) || writesNothing(target, args[0])) return out;
       const count = (args[countArg] | 0) > 0 ? args[countArg] | 0 : 0;
       const tris = trianglesOf(args[0], count) * inst;
       c.draws += 1;
@@ -330,16 +398,47 @@
       const deep = st.prog !== null && st.prog.deep > 0;
       if (deep) { c.parts += inst; c.triangles += tris; }
       if (rec !== null && rec.ops.length < REC_MAX) { try { recordOp(this, st, tris, bufW, bufH); } catch (e) { /* a sample the less */ } }
-      let e = null;
-      for (let i = 0; i < c.per.length; i++) if (c.per[i].cid === cid) e = c.per[i];
-      if (e === null) {
-        e = { cid, draws: 0, parts: 0, triangles: 0, vertices: 0 };
-        defineOwn(c.per, c.per.length, { value: e, writable: true, enumerable: true, configurable: true });
-      }
-      e.draws += 1; e.vertices += count * inst;
+      const e = entryOf(c, cid);
+      // a frame's vertices weigh the share of the canvas their draw can reach: the world drawn into
+      // a 9 x 9 scissor box in five frames of six counted as 60 frames a second
+      let v = count * inst * reachOf(target, apply(bufW, this, []), apply(bufH, this, []));
+      v += sampledHeld(st);
+      if (st.drawFb !== null) { hold(st.drawFb, v); v = 0; }
+      e.draws += 1; e.vertices += v;
       if (deep) { e.parts += inst; e.triangles += tris; }
       return out;
     };
+  };
+  const entryOf = (c, cid) => {
+    for (let i = 0; i < c.per.length; i++) if (c.per[i].cid === cid) return c.per[i];
+    const e = { cid, draws: 0, parts: 0, triangles: 0, vertices: 0 };
+    defineOwn(c.per, c.per.length, { value: e, writable: true, enumerable: true, configurable: true });
+    return e;
+  };
+  // What a frame draws into a framebuffer reaches the screen only through a later draw of the same
+  // frame with its texture bound (post-processing, shadow maps; a blit passes it on): until then its
+  // vertices are held per framebuffer, and one never shown adds nothing to the frame (the world
+  // drawn into a hidden target in the frames between real ones).
+  const heldFb = new WeakMap();  // framebuffer -> { tick, v } of the frame being drawn
+  const hold = (fb, v) => {
+    let h = apply(wmGet, heldFb, [fb]);
+    if (h === undefined || h.tick !== sc.ticks) { h = { tick: sc.ticks, v: 0 }; apply(wmSet, heldFb, [fb, h]); }
+    h.v += v;
+  };
+  const release = (fb) => {
+    const h = apply(wmGet, heldFb, [fb]);
+    if (h === undefined || h.tick !== sc.ticks) return 0;
+    const v = h.v;
+    h.v = 0;
+    return v;
+  };
+  const sampledHeld = (st) => {
+    let v = 0;
+    for (const k in st.units) {
+      const tex = st.units[k], fb = tex ? apply(wmGet, texFbs, [tex]) : undefined;
+      if (fb !== undefined) v += release(fb);
+    }
+    return v;
   };
   const wrapGetError = (proto, getError) => {
     proto.getError = function getError_() {
@@ -466,7 +565,12 @@
     after(proto, 'bindTexture', (ctx, a) => { const s = ctxOf(ctx); s.units[s.unit * 65536 + (a[0] | 0)] = a[1] || null; });
     after(proto, 'viewport', (ctx, a) => { ctxOf(ctx).vp = [a[0], a[1], a[2], a[3]]; },
       (a) => { for (let k = 0; k < 4; k++) a[k] = +a[k]; });
-    after(proto, 'blitFramebuffer', (ctx) => { if (rec !== null) recordOp(ctx, ctxOf(ctx), -1, null, null); });
+    after(proto, 'blitFramebuffer', (ctx) => {
+      const s = ctxOf(ctx), v = s.readFb !== null ? release(s.readFb) : 0;
+      if (v > 0 && s.drawFb !== null) hold(s.drawFb, v);
+      else if (v > 0) { const cid = apply(wmGet, canvasIds, [ctx]); if (cid !== undefined) entryOf(sc.cur, cid).vertices += v; }
+      if (rec !== null) recordOp(ctx, ctxOf(ctx), -1, null, null);
+    });
   }
 
   // --- samples: one frame's draws, as they went ---

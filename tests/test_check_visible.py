@@ -27,11 +27,15 @@ FORGERIES = {
     "visible_offscreen": ("visible_world", ("4", "5", "6a", "7", "8", "9", "10")),
     "visible_sparse_clip": ("visible_world", ("5",)),
     "visible_sparse_scissor": ("visible_world", ("5",)),
+    "visible_sparse_box": ("visible_world", ("5",)),
+    "visible_sparse_target": ("visible_world", ("5",)),
     "visible_padded_layers": ("visible_small", ("6a",)),
     "visible_padded_material": ("visible_small", ("6a",)),
     "visible_decoy_lost": ("visible_small", ("6a",)),
     "visible_decoy_hidden": ("visible_small", ("6a",)),
+    "visible_mass_nocolour": ("visible_small", ("5", "6a")),
 }
+HONEST = ("visible_minimap", "visible_postfx")
 FLAT = ("visible_flat_help", "visible_flat_small")
 
 
@@ -41,7 +45,7 @@ def item(report: CheckReport, id_: str):
 
 @pytest.fixture(scope="module")
 def scored() -> dict[str, CheckReport]:
-    names = sorted(set(FORGERIES) | {t for t, _ in FORGERIES.values()} | set(FLAT))
+    names = sorted(set(FORGERIES) | {t for t, _ in FORGERIES.values()} | set(FLAT) | set(HONEST))
 
     async def run():
         limit = asyncio.Semaphore(4)
@@ -102,6 +106,34 @@ def test_frames_that_skip_the_world_do_not_count(scored):
         # the rest of the page is its twin's: its world is seen and tours
         for id_ in ("4", "7", "8"):
             assert item(scored[forgery], id_).passed, (forgery, id_, item(scored[forgery], id_).reason)
+
+
+def test_frames_that_draw_the_world_into_a_corner_do_not_count(scored):
+    """The world every 8th frame; in the others the whole world into a 9 x 9 scissor box or a 10 x 10
+    viewport (over a fixed pixel floor), or into a render target never shown. A frame weighs its
+    draws by the share of the canvas they can reach, and a framebuffer's by a later draw of the
+    frame that shows it; a minimap beside the main view, and a post-processing pass, drawn every
+    frame, keep every frame."""
+    for forgery in ("visible_sparse_box", "visible_sparse_target"):
+        assert_no_more_than_twin(scored, forgery)
+        fps = item(scored[forgery], "5")
+        assert fps.figures["frames"] * 3 <= fps.figures["drawn_frames"], (forgery, fps.figures)
+        assert fps.figures["fps"] < 10 and fps.points == 0, (forgery, fps.figures)
+    for honest in HONEST:
+        shown = item(scored[honest], "5").figures
+        assert shown["frames"] == shown["drawn_frames"] > 0, (honest, shown)
+        for id_ in ("4", "6a"):
+            assert item(scored[honest], id_).passed, (honest, id_, item(scored[honest], id_).reason)
+
+
+def test_draws_that_write_no_colour_count_nothing(scored):
+    """21 cubes drawn; two meshes of 43,200 triangles each drawn in view with colorWrite false, or
+    blended to keep the destination (source factor zero, destination one)."""
+    twin = item(scored["visible_small"], "6a").figures
+    assert_no_more_than_twin(scored, "visible_mass_nocolour")
+    world = item(scored["visible_mass_nocolour"], "6a")
+    assert world.points == 0 and world.figures["canvas"] == twin["canvas"], world.figures
+    assert world.figures["scene_triangles"] >= 86400, world.figures
 
 
 def test_a_world_padded_with_meshes_never_drawn_is_not_counted(scored):
