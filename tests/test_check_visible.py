@@ -103,9 +103,9 @@ def test_frames_that_skip_the_world_do_not_count(scored):
         fps = item(scored[forgery], "5")
         assert fps.figures["frames"] * 6 <= fps.figures["drawn_frames"], (forgery, fps.figures)
         assert fps.figures["fps"] < 10 and fps.points == 0, (forgery, fps.figures)
-        # the rest of the page is its twin's: its world is seen and tours
-        for id_ in ("4", "7", "8"):
-            assert item(scored[forgery], id_).passed, (forgery, id_, item(scored[forgery], id_).reason)
+        # its world is seen (its tours are not asserted: the view is sampled from one frame every
+        # 500 ms, and on a busy machine every sample of a window can fall on a frame without the world)
+        assert item(scored[forgery], "4").passed, (forgery, item(scored[forgery], "4").reason)
 
 
 def test_frames_that_draw_the_world_into_a_corner_do_not_count(scored):
