@@ -4,12 +4,14 @@ process, copy out, stop/kill, /work shared with the host, clear errors."""
 import io
 import json
 import os
+import signal
+import subprocess
 
 import docker
 import pytest
 
 from showcase.errors import InfraError, UserError
-from showcase.sandbox.base import SandboxSpec, get_backend, known_backends, parse_size
+from showcase.sandbox.base import EngineUnanswered, SandboxSpec, get_backend, known_backends, parse_size
 from showcase.sandbox.conformance import StandInGate
 from showcase.sandbox.docker import DockerSandbox
 from showcase.sandbox.image import ensure_image
@@ -117,6 +119,21 @@ def test_wait_is_bounded_and_kill_process_kills_the_tree(sandbox, tmp_path):
     assert info.how == "killed"
     ps = sandbox.exec(["ps", "-eo", "args"], timeout_s=30).stdout
     assert "sleep 50" not in ps
+
+
+def test_an_engine_that_does_not_answer_is_said_and_not_taken_for_the_agents_end(sandbox, tmp_path):
+    """A machine far over its cores can stall the engine past its client's timeout: the run must
+    learn that the engine did not answer, not that the agent ended (nor die of a ReadTimeout)."""
+    handle = sandbox.start_process(["sleep", "300"], log_path=tmp_path / "a.log")
+    sandbox.client = docker.from_env(timeout=2)  # the 120 s of a run's client, shortened for the test
+    engine = int(subprocess.run(["pgrep", "-o", "-x", "dockerd"], capture_output=True, text=True, check=True).stdout)
+    os.kill(engine, signal.SIGSTOP)  # the engine, stalled
+    try:
+        with pytest.raises(EngineUnanswered, match="did not answer"):
+            sandbox.wait(0.5, handle)
+    finally:
+        os.kill(engine, signal.SIGCONT)
+    assert sandbox.wait(0.5, handle).how == "running"
 
 
 def test_the_memory_peak_is_read_while_the_sandbox_lives_and_kept_after_its_kill(sandbox):
