@@ -5,6 +5,7 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,49 @@ def test_sweep_unmounts_a_dead_owners_space_and_leaves_a_live_one(space, tmp_pat
     assert is_mounted(space.mnt) and is_mounted(space.parent / "work")  # ours: its owner (this process) runs
     RunSpace(dead_run).close()
     assert (dead_run / "work" / "left.txt").read_text() == "left by a dead run"
+
+
+_HOLDER = """
+import sys
+import threading
+from pathlib import Path
+from showcase.sandbox.space import RunSpace
+with RunSpace(Path(sys.argv[1])).held(None) as got:
+    print("held" if got else "not held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_space_being_closed_is_not_swept_and_a_second_close_waits_for_the_first(tmp_path):
+    """Two dead runs finalized at once: each one's sweep finds the other's owner gone. A sweep
+    that unmounted a space while the other finalize copied out of it lost the page (work/ came
+    back empty); a space held by its closer is passed by, and a close waits for the holder."""
+    dead_run = tmp_path / "dead"
+    dead_run.mkdir()
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER, str(dead_run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline().strip() == "open"
+        (dead_run / "work" / "game.html").write_text("the page")
+    finally:
+        owner.kill()
+        owner.wait(30)
+    # Another process holds the space, as its finalize's close() does while it copies out.
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(dead_run)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        done = sweep_mounts([tmp_path])
+        assert done == [] and is_mounted(RunSpace(dead_run).mnt), "the sweep unmounted a space another process holds"
+        closing = threading.Thread(target=RunSpace(dead_run).close)
+        closing.start()
+        closing.join(2)
+        assert closing.is_alive(), "close() did not wait for the process holding the space"
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    closing.join(60)
+    assert not closing.is_alive()
+    assert (dead_run / "work" / "game.html").read_text() == "the page" and mounts_under(dead_run) == []
 
 
 @pytest.mark.docker

@@ -15,17 +15,23 @@ a mounted or an unmounted image, so `finalize` after a `kill -9` can call it wha
 space is in. Unmounting never follows a link (umount2 with UMOUNT_NOFOLLOW).
 
 space.json records who owns the space (process id and start time, boot id): `sweep_mounts()`
-unmounts the spaces of owners that are gone, never one whose owner still runs.
+unmounts the spaces of owners that are gone, never one whose owner still runs. A lock on the
+.space folder (flock) keeps one process at a time unmounting or copying out of a space: two runs
+finalized at once each sweep the other's dead owner, and a sweep must not unmount a space while
+another process's close() copies out of it; a sweep skips a space that is held.
 """
 
 import ctypes
 import errno
+import fcntl
 import os
 import re
 import shutil
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -41,6 +47,7 @@ MOUNT_OPTIONS = "loop,nosuid,nodev,discard"
 MAX_ENTRIES = 1_000_000  # copied entries at most (an ext4 image of the default cap has ~262k inodes)
 MAX_DEPTH = 128  # folders deep at most
 FULL_MARGIN = 1 << 20  # free bytes at or under which the space counts as full
+HOLD_WAIT_S = 300.0  # how long close() waits for a space another process holds (its own close of a full cap)
 
 _MNT_DETACH = 2
 _UMOUNT_NOFOLLOW = 8
@@ -179,6 +186,14 @@ def mount_points() -> set[str]:
     return {os.fsdecode(re.sub(rb"\\([0-7]{3})", unescape, f[4])) for f in (line.split(b" ") for line in lines) if len(f) > 4}
 
 
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
 def is_mounted(path: Path, points: set[str] | None = None) -> bool:
     return str(path) in (points if points is not None else mount_points())
 
@@ -219,6 +234,25 @@ class RunSpace:
 
     def state(self) -> SpaceState:
         return SpaceState.model_validate_json(self.state_path.read_text())
+
+    @contextmanager
+    def held(self, wait_s: float | None) -> Iterator[bool]:
+        """Hold the space's lock while the block runs; yields whether it was got.
+
+        wait_s None: do not wait (a sweep passes by a space in use). The lock goes with the
+        process, so a killed holder never leaves it held."""
+        try:
+            fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:  # gone meanwhile (closed by its holder): nothing to hold
+            yield False
+            return
+        try:
+            deadline = time.monotonic() + (wait_s or 0.0)
+            while not (got := _try_lock(fd)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            yield got
+        finally:
+            os.close(fd)  # and with it the lock
 
     # --- open ----------------------------------------------------------------------------------------
 
@@ -293,6 +327,15 @@ class RunSpace:
         report = CloseReport()
         if not self.exists():
             return report
+        with self.held(HOLD_WAIT_S) as got:
+            if not got:
+                raise InfraError(f"{self.dir} is held by another process for over {HOLD_WAIT_S:.0f} s "
+                                 "(another finalize of this run?); try again once it has ended")
+            if not self.exists():  # the holder we waited for closed it
+                return report
+            return self._close(report)
+
+    def _close(self, report: CloseReport) -> CloseReport:
         if not self.state_path.is_file() and self.image.exists():
             raise InfraError(f"{self.state_path} is missing: cannot tell which folders {self.image} holds")
         started = time.monotonic()
@@ -504,12 +547,15 @@ def sweep_mounts(under: list[Path] | None = None, label: str = RUN_LABEL) -> lis
         if roots is not None and not any(path.is_relative_to(root) for root in roots):
             continue
         space = RunSpace(path.parent.parent)
-        try:
-            state = space.state()
-        except (OSError, ValueError):
-            continue
-        if state.sweep_label != label or state.owner.alive():
-            continue
-        space.unmount()
+        with space.held(None) as got:
+            if not got:
+                continue  # someone closes it now (a finalize): it is theirs
+            try:
+                state = space.state()
+            except (OSError, ValueError):
+                continue
+            if state.sweep_label != label or state.owner.alive() or not is_mounted(space.mnt):
+                continue
+            space.unmount()
         done.append(f"unmounted the space of a dead run in {space.parent}")
     return done
