@@ -1452,7 +1452,11 @@
       if (!(o.isMesh || o.isPoints || o.isLine || o.isSprite) || !isVisible(o)) continue;
       let inst = 1;
       if (o.isInstancedMesh) { inst = o.count; res.instanced_meshes += 1; }
-      else if (o.isBatchedMesh) inst = o._drawInfo ? o._drawInfo.filter((d) => d.visible && d.active).length : 1;
+      else if (o.isBatchedMesh) {
+        // its instances: _instanceInfo in three.js 0.170, _drawInfo in earlier releases
+        const info = o._instanceInfo || o._drawInfo;
+        inst = Array.isArray(info) ? info.filter((d) => d && d.visible && d.active).length : 1;
+      }
       else if (o.geometry && o.geometry.isInstancedBufferGeometry && Number.isFinite(o.geometry.instanceCount)) inst = o.geometry.instanceCount;
       res.parts += inst;
       if (o.isMesh) {
