@@ -332,24 +332,38 @@
     wrapState(proto, 'blendFuncSeparate', 4, (t, a) => { t.srcRgb = u32(a[0]); t.dstRgb = u32(a[1]); t.srcAlpha = u32(a[2]); t.dstAlpha = u32(a[3]); reblend(t); });
     wrapState(proto, 'blendEquation', 1, (t, a) => { t.eqRgb = t.eqAlpha = u32(a[0]); reblend(t); });
     wrapState(proto, 'blendEquationSeparate', 2, (t, a) => { t.eqRgb = u32(a[0]); t.eqAlpha = u32(a[1]); reblend(t); });
+  };
+  // The extensions the probe follows act on the context their object came from (getExtension's
+  // `this`), noted before the page holds the object: their functions may be called on the object
+  // alone. Their prototypes are wrapped when the page first gets one.
+  const extCtx = new WeakMap();   // an extension object -> its context
+  const ctxKits = new WeakMap();  // a context -> the natives its draws are counted with
+  const lower = String.prototype.toLowerCase, protoOf = Object.getPrototypeOf;
+  const wrapExtensions = (proto, kit) => {
     const getExtension = proto.getExtension;
     if (typeof getExtension !== 'function') return;
     proto.getExtension = function (...args) {
       if (args.length) args[0] = '' + args[0];
       const ext = apply(getExtension, this, args);
-      if (ext && apply(lower, args[0], []) === 'oes_draw_buffers_indexed') {
+      const name = ext ? apply(lower, args[0], []) : '';
+      const wrap = name === 'oes_draw_buffers_indexed' ? wrapIndexed : name === 'angle_instanced_arrays' ? wrapInstancedArrays
+        : name === 'webgl_multi_draw' ? wrapMultiDraw : null;
+      if (wrap !== null) {
         apply(wmSet, extCtx, [ext, this]);
-        wrapIndexed(protoOf(ext));
+        apply(wmSet, ctxKits, [this, kit]);
+        wrap(protoOf(ext));
       }
       return ext;
     };
   };
-  const extCtx = new WeakMap();  // an OES_draw_buffers_indexed object -> its context
-  const lower = String.prototype.toLowerCase, protoOf = Object.getPrototypeOf;
-  const indexedProtos = new WeakSet();
+  const extProtos = new WeakSet();
+  const firstTime = (p) => {
+    if (!p || apply(wsHas, extProtos, [p])) return false;
+    apply(wsAdd, extProtos, [p]);
+    return true;
+  };
   const wrapIndexed = (p) => {
-    if (!p || apply(wsHas, indexedProtos, [p])) return;
-    apply(wsAdd, indexedProtos, [p]);
+    if (!firstTime(p)) return;
     const at0 = (fn) => (t, a) => { if (u32(a[0]) === 0) fn(t, a); };
     wrapState(p, 'enableiOES', 2, (t, a) => { if (u32(a[1]) === 0) setCap(t, u32(a[0]), true); }, false, true);
     wrapState(p, 'disableiOES', 2, (t, a) => { if (u32(a[1]) === 0) setCap(t, u32(a[0]), false); }, false, true);
@@ -359,55 +373,141 @@
     wrapState(p, 'blendEquationiOES', 2, at0((t, a) => { t.eqRgb = t.eqAlpha = u32(a[1]); reblend(t); }), false, true);
     wrapState(p, 'blendEquationSeparateiOES', 3, at0((t, a) => { t.eqRgb = u32(a[1]); t.eqAlpha = u32(a[2]); reblend(t); }), false, true);
   };
-  const wrapDraw = (proto, name, countArg, instArg, getError, isLost) => {
-    const orig = proto && proto[name];
+  // Per WebGL prototype, the natives its contexts' draws are counted with (a WebGL 1 getter refuses
+  // a WebGL 2 context, and an extension's draw is counted against its own context).
+  const kitOf = (proto) => {
+    const get = (name) => Object.getOwnPropertyDescriptor(proto, name).get;
+    return freeze({ getError: proto.getError, isLost: proto.isContextLost, canvas: get('canvas'),
+      bufW: get('drawingBufferWidth'), bufH: get('drawingBufferHeight') });
+  };
+  // One call's draws as they reach the screen, whatever entry point made them: `n` draws of
+  // counts[countsAt + i] vertices, each insts[instsAt + i] times (once when insts is null). A plain
+  // draw is one; a multi-draw is its list. A draw of no vertex or no instance draws nothing and
+  // counts nothing (a multi-draw of 5,000 empty draws is no world).
+  const countDraws = (ctx, kit, mode, n, counts, countsAt, insts, instsAt) => {
+    if (armed !== null) {
+      // A window's opening picture: what WebGL drew in this frame, once the page's callback is over.
+      const pic = armed;
+      armed = null;
+      pic.taken = true;
+      pic.pending += 1;  // until takePicture has started its pictures: none is read half-taken
+      apply(microtask, window, [() => takePicture(pic)]);
+    }
+    const c = sc.cur;
+    c.calls += 1;
+    const cid = canvasId(ctx, kit.canvas);
+    let seen = false;
+    for (let i = 0; i < drawnTo.length; i++) if (drawnTo[i].ctx === ctx) seen = true;
+    if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx, getError: kit.getError, canvas: kit.canvas, cid }, writable: true, enumerable: true, configurable: true });
+    // A lost context draws nothing (a decoy lost on purpose raised the world's figures), a draw
+    // into a viewport or scissor box of a few pixels shows nothing of a world, and one that
+    // writes no colour (colorWrite false: a 43,200-triangle mesh counted) shows nothing at all.
+    const target = apply(wmGet, targets, [ctx]);
+    if (apply(kit.isLost, ctx, []) || tinyTarget(ctx) || writesNothing(target, mode)) return;
+    let draws = 0, parts = 0, tris = 0, vertices = 0;
+    for (let i = 0; i < n; i++) {
+      const count = counts[countsAt + i], inst = insts === null ? 1 : insts[instsAt + i];
+      if (!(count > 0 && inst > 0)) continue;
+      draws += 1;
+      parts += inst;
+      tris += trianglesOf(mode, count) * inst;
+      vertices += count * inst;
+    }
+    if (draws === 0) return;
+    c.draws += draws;
+    // 3.0: only a draw with a transform giving depth is part of a world (a flat quad is a picture)
+    const st = ctxOf(ctx);
+    const deep = st.prog !== null && st.prog.deep > 0;
+    if (deep) { c.parts += parts; c.triangles += tris; }
+    if (rec !== null && rec.ops.length < REC_MAX) { try { recordOp(ctx, st, tris, kit.bufW, kit.bufH); } catch (e) { /* a sample the less */ } }
+    const e = entryOf(c, cid);
+    // a frame's vertices weigh the share of the canvas their draw can reach: the world drawn into
+    // a 9 x 9 scissor box in five frames of six counted as 60 frames a second
+    let v = vertices * reachOf(target, apply(kit.bufW, ctx, []), apply(kit.bufH, ctx, []));
+    v += sampledHeld(st);
+    if (st.drawFb !== null) { hold(st.drawFb, v); v = 0; }
+    e.draws += draws; e.vertices += v;
+    if (deep) { e.parts += parts; e.triangles += tris; }
+  };
+  const ONE_COUNT = new Int32Array(1), ONE_INST = new Int32Array(1);
+  // A draw whose count (and instances) are arguments: drawArrays and its kin, and an extension's
+  // (kit null: `this` is the extension object, the draw is its context's).
+  const wrapDraw = (obj, name, countArg, instArg, kit) => {
+    const orig = obj[name];
     if (typeof orig !== 'function') return;
-    const canvas = Object.getOwnPropertyDescriptor(proto, 'canvas').get;
-    const bufW = Object.getOwnPropertyDescriptor(proto, 'drawingBufferWidth').get;
-    const bufH = Object.getOwnPropertyDescriptor(proto, 'drawingBufferHeight').get;
-    proto[name] = function (...args) {
+    obj[name] = function (...args) {
       // Numbers once (the native takes them so): a count read twice could draw one and claim another.
       numbers(args, args.length);
       // The native call first: one on anything but a real context throws and counts nothing.
       const out = apply(orig, this, args);
-      if (armed !== null) {
-        // A window's opening picture: what WebGL drew in this frame, once the page's callback is over.
-        const pic = armed;
-        armed = null;
-        pic.taken = true;
-        pic.pending += 1;  // until takePicture has started its pictures: none is read half-taken
-        apply(microtask, window, [() => takePicture(pic)]);
-      }
-      const inst = instArg === null ? 1 : (args[instArg] | 0) > 0 ? args[instArg] | 0 : 0;
-      const c = sc.cur;
-      c.calls += 1;
-      const cid = canvasId(this, canvas);
-      let seen = false;
-      for (let i = 0; i < drawnTo.length; i++) if (drawnTo[i].ctx === this) seen = true;
-      if (!seen) defineOwn(drawnTo, drawnTo.length, { value: { ctx: this, getError, canvas, cid }, writable: true, enumerable: true, configurable: true });
-      // A lost context draws nothing (a decoy lost on purpose raised the world's figures), a draw
-      // into a viewport or scissor box of a few pixels shows nothing of a world, and one that
-      // writes no colour (colorWrite false: a 43,200-triangle mesh counted) shows nothing at all.
-      const target = apply(wmGet, targets, [this]);
-      if (apply(isLost, this, []) || tinyTarget(this) || writesNothing(target, args[0])) return out;
-      const count = (args[countArg] | 0) > 0 ? args[countArg] | 0 : 0;
-      const tris = trianglesOf(args[0], count) * inst;
-      c.draws += 1;
-      // 3.0: only a draw with a transform giving depth is part of a world (a flat quad is a picture)
-      const st = ctxOf(this);
-      const deep = st.prog !== null && st.prog.deep > 0;
-      if (deep) { c.parts += inst; c.triangles += tris; }
-      if (rec !== null && rec.ops.length < REC_MAX) { try { recordOp(this, st, tris, bufW, bufH); } catch (e) { /* a sample the less */ } }
-      const e = entryOf(c, cid);
-      // a frame's vertices weigh the share of the canvas their draw can reach: the world drawn into
-      // a 9 x 9 scissor box in five frames of six counted as 60 frames a second
-      let v = count * inst * reachOf(target, apply(bufW, this, []), apply(bufH, this, []));
-      v += sampledHeld(st);
-      if (st.drawFb !== null) { hold(st.drawFb, v); v = 0; }
-      e.draws += 1; e.vertices += v;
-      if (deep) { e.parts += inst; e.triangles += tris; }
+      const ctx = kit === null ? apply(wmGet, extCtx, [this]) : this;
+      if (ctx === undefined) return out;
+      ONE_COUNT[0] = args[countArg];
+      ONE_INST[0] = instArg === null ? 1 : args[instArg];
+      countDraws(ctx, kit === null ? apply(wmGet, ctxKits, [ctx]) : kit, args[0], 1, ONE_COUNT, 0, ONE_INST, 0);
       return out;
     };
+  };
+  const wrapInstancedArrays = (p) => {
+    if (!firstTime(p)) return;
+    wrapDraw(p, 'drawArraysInstancedANGLE', 2, 3, null);
+    wrapDraw(p, 'drawElementsInstancedANGLE', 1, 4, null);
+  };
+  // WEBGL_multi_draw: a call is `drawcount` draws whose counts (and instances) are read from lists,
+  // each from its offset. Every list is copied once, before the native call, and the native gets
+  // the copy: an array's getters or iterator, read again by WebGL, could draw one list and claim
+  // another. A call WebGL refuses for its bounds (a negative drawcount, an offset at or past its
+  // list's end, a drawcount past it) draws nothing and counts none; a call counts its first
+  // MULTI_MAX draws at most.
+  const MULTI_MAX = 1 << 16;
+  const LIST_MAX = 1 << 22;  // an array longer than this is passed on as it is, and its call counts nothing
+  const I32 = Int32Array, isArray = Array.isArray;
+  const typedLength = Object.getOwnPropertyDescriptor(protoOf(I32.prototype), 'length').get;
+  const listOf = (v) => {
+    if (apply(typedTag, v, []) !== undefined) return new I32(v);  // converted as WebGL converts a list
+    if (!isArray(v)) return null;
+    const n = +v.length;
+    if (!(n >= 0 && n <= LIST_MAX)) return null;
+    const out = new I32(n);
+    for (let i = 0; i < n; i++) out[i] = +v[i];
+    return out;
+  };
+  // lists: the arguments that are lists (each followed by its offset)
+  const wrapMulti = (p, name, lists, countsArg, instsArg, drawcountArg) => {
+    const orig = p[name];
+    if (typeof orig !== 'function') return;
+    const isList = new I32(drawcountArg + 1);
+    for (let j = 0; j < lists.length; j++) isList[lists[j]] = 1;
+    const listArgs = new I32(lists.length);  // filled by hand: no page-replaced iterator is asked
+    for (let j = 0; j < lists.length; j++) listArgs[j] = lists[j];
+    p[name] = function (...args) {
+      let known = true;
+      for (let k = 0; k < args.length; k++) {
+        if (isList[k] !== 1) { args[k] = +args[k]; continue; }
+        const list = listOf(args[k]);
+        if (list === null) known = false; else args[k] = list;
+      }
+      const out = apply(orig, this, args);
+      const ctx = apply(wmGet, extCtx, [this]);
+      if (ctx === undefined) return out;
+      const drawcount = args[drawcountArg] | 0;
+      let n = known && drawcount > 0 ? drawcount : 0;
+      for (let j = 0; j < listArgs.length && n > 0; j++) {
+        const len = apply(typedLength, args[listArgs[j]], []), off = args[listArgs[j] + 1] >>> 0;
+        if (off >= len || n > len - off) n = 0;
+      }
+      if (n > MULTI_MAX) n = MULTI_MAX;
+      const insts = instsArg === null ? null : args[instsArg], instsAt = instsArg === null ? 0 : args[instsArg + 1] >>> 0;
+      countDraws(ctx, apply(wmGet, ctxKits, [ctx]), args[0], n, args[countsArg], args[countsArg + 1] >>> 0, insts, instsAt);
+      return out;
+    };
+  };
+  const wrapMultiDraw = (p) => {
+    if (!firstTime(p)) return;
+    wrapMulti(p, 'multiDrawArraysWEBGL', [1, 3], 3, null, 5);
+    wrapMulti(p, 'multiDrawElementsWEBGL', [1, 4], 1, null, 6);
+    wrapMulti(p, 'multiDrawArraysInstancedWEBGL', [1, 3, 5], 3, 5, 7);
+    wrapMulti(p, 'multiDrawElementsInstancedWEBGL', [1, 4, 6], 1, 6, 8);
   };
   const entryOf = (c, cid) => {
     for (let i = 0; i < c.per.length; i++) if (c.per[i].cid === cid) return c.per[i];
@@ -450,13 +550,15 @@
     };
   };
   for (const proto of glProtos) {
-    const getError = proto.getError, isLost = proto.isContextLost;
-    wrapGetError(proto, getError);
+    const kit = kitOf(proto);
+    wrapGetError(proto, kit.getError);
     wrapTarget(proto);
-    wrapDraw(proto, 'drawArrays', 2, null, getError, isLost);
-    wrapDraw(proto, 'drawElements', 1, null, getError, isLost);
-    wrapDraw(proto, 'drawArraysInstanced', 2, 3, getError, isLost);
-    wrapDraw(proto, 'drawElementsInstanced', 1, 4, getError, isLost);
+    wrapExtensions(proto, kit);
+    wrapDraw(proto, 'drawArrays', 2, null, kit);
+    wrapDraw(proto, 'drawElements', 1, null, kit);
+    wrapDraw(proto, 'drawArraysInstanced', 2, 3, kit);
+    wrapDraw(proto, 'drawElementsInstanced', 1, 4, kit);
+    wrapDraw(proto, 'drawRangeElements', 3, null, kit);  // WebGL 2: (mode, start, end, count, type, offset)
   }
 
   // --- the view WebGL really drew with (3.0) ---
@@ -1350,7 +1452,11 @@
       if (!(o.isMesh || o.isPoints || o.isLine || o.isSprite) || !isVisible(o)) continue;
       let inst = 1;
       if (o.isInstancedMesh) { inst = o.count; res.instanced_meshes += 1; }
-      else if (o.isBatchedMesh) inst = o._drawInfo ? o._drawInfo.filter((d) => d.visible && d.active).length : 1;
+      else if (o.isBatchedMesh) {
+        // its instances: _instanceInfo in three.js 0.170, _drawInfo in earlier releases
+        const info = o._instanceInfo || o._drawInfo;
+        inst = Array.isArray(info) ? info.filter((d) => d && d.visible && d.active).length : 1;
+      }
       else if (o.geometry && o.geometry.isInstancedBufferGeometry && Number.isFinite(o.geometry.instanceCount)) inst = o.geometry.instanceCount;
       res.parts += inst;
       if (o.isMesh) {
