@@ -124,7 +124,7 @@ def test_agent_plays_the_demo_sealed(demo_runs, harness_id):
     choice = read_json(run / "final-choice.json")
     # when not, the final file's own record says why (its load errors, or why it was not checked)
     final = next((versions[c["n"]] for c in choice["candidates"] if c["is_final_file"]), None)
-    assert choice["is_final_file"], (choice["rule_text"], final)
+    assert choice["is_final_file"], (choice["rule_text"], final and (final.get("load_errors"), final.get("check_failure")))
     check = read_json(run / "check.json")
     assert check["total"] >= 6, check["summary"]
     assert (run / "report.html").is_file()

@@ -232,7 +232,10 @@ class BoundedPage:
         return result
 
     async def _main_thread_answers(self) -> bool:
-        return await answers(lambda: self.cdp.send("Runtime.evaluate", {"expression": "1"}), 2.0)
+        # As long as any other call's bound: a main thread held by a sync WebGL call (shaders
+        # linked by a software GL on a machine busy with other runs) answered after 2 s, not within.
+        bound = max(1.0, min(self.call_timeout_s, self.remaining() - 1))
+        return await answers(lambda: self.cdp.send("Runtime.evaluate", {"expression": "1"}), bound)
 
     async def terminate_scripts(self) -> None:
         await terminate_scripts(self.cdp, 5)
