@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,8 @@ from showcase.check.rubric import ITEM_ORDER, load_rubric
 from showcase.check.runner import check_page, looks_like_html
 from showcase.errors import InfraError
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import PAGES, item
+
 SHOWCASE = [sys.executable, "-m", "showcase.cli"]
 
 # Longest first so the parallel batch packs well; "good" three times for the repeatability test.
@@ -56,10 +56,6 @@ def scored(tmp_path_factory) -> dict[str, list[CheckReport]]:
         reports.setdefault(name, []).append(report)
     reports["_shots"] = shots  # type: ignore[assignment]
     return reports
-
-
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
 
 
 def verdicts(report: CheckReport, skip=("5",)) -> dict[str, bool]:

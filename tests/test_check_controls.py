@@ -6,7 +6,6 @@ with controls from its twin without. The 2-million-triangle page (one terrain me
 item must be measured, and the check end within 75 s of the page opening."""
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
@@ -14,12 +13,9 @@ from showcase.check.models import CheckReport
 from showcase.check.rubric import load_rubric
 from showcase.check.runner import check_page
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import PAGES, item
+
 NAMES = ["terrain_2m", "zoom_tour", "zoom_tour_still"]
-
-
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
 
 
 @pytest.fixture(scope="module")

@@ -10,38 +10,23 @@ one sees padded around them; the twin shows English in the same places and keeps
 short Portuguese HUD line is not English.
 """
 
-import asyncio
-from pathlib import Path
 
 import pytest
 
 from showcase.check.models import CheckReport
 from showcase.check.rubric import load_rubric
-from showcase.check.runner import check_page
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import check_pages, item
+
 ERROR_TWIN, ERROR_FORGERIES = "errtext_err_twin", ("errtext_err_cancel", "errtext_err_onerror")
 TEXT_TWIN, TEXT_FORGERIES = "errtext_text_twin", ("errtext_text_shadow", "errtext_text_frame")
 NAMES = [ERROR_TWIN, *ERROR_FORGERIES, TEXT_TWIN, *TEXT_FORGERIES, "errtext_text_pt"]
 
 
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
-
-
 @pytest.fixture(scope="module")
 def scored() -> dict[str, CheckReport]:
-    async def run():
-        # three at a time: what these tests judge (errors, text) does not depend on the frame rate
-        limit = asyncio.Semaphore(3)
-
-        async def one(name: str) -> CheckReport:
-            async with limit:
-                return await check_page((PAGES / f"{name}.html").read_bytes(), page_name=name)
-
-        return await asyncio.gather(*(one(n) for n in NAMES))
-
-    return dict(zip(NAMES, asyncio.run(run())))
+    # three at a time: what these tests judge (errors, text) does not depend on the frame rate
+    return check_pages(NAMES, 3)
 
 
 def test_errors_the_page_cancels_count_as_the_errors_it_shows(scored):

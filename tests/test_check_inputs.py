@@ -15,7 +15,6 @@ import asyncio
 import json
 import math
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -24,15 +23,12 @@ from showcase.check.models import CheckReport
 from showcase.check.rubric import load_rubric
 from showcase.check.runner import check_page
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import PAGES, item
+
 TWIN, FORGERIES = "errtext_ctl_twin", ("errtext_ctl_wheel", "errtext_ctl_drag")
 SLOW = "errtext_ctl_slow"
 SEED = 20261204  # the twin is checked through the command line with this seed
 RANGE_TWIN, RANGE_FORGERIES = "ctl_range_twin", ("ctl_range_wheel", "ctl_range_drag")
-
-
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
 
 
 def test_a_seed_draws_the_same_inputs_and_seeds_draw_a_persons_range():

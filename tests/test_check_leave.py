@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,8 @@ from showcase.check.rubric import load_rubric, load_script
 from showcase.check.runner import check_page, offline_cdn
 from showcase.check.session import BoundedPage, StopMeasuring
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import PAGES, item
+
 TEMPLATE = (PAGES / "leave.html").read_text()
 SHOWCASE = [sys.executable, "-m", "showcase.cli"]
 RUNS = 2  # each variant this many times: the race between leaving and measuring differs per run
@@ -44,10 +44,6 @@ LEFT_AT = re.compile(r"at (\d+\.\d) s")
 def leave_page(settings: dict) -> bytes:
     full = {"at": "ready", "ms": 0, "how": "href", "ready_ms": 0, **settings}
     return re.sub(r"/\*LEAVE\*/.*?/\*END\*/", json.dumps(full), TEMPLATE, flags=re.S).encode()
-
-
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
 
 
 @pytest.fixture(scope="module")

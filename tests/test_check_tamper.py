@@ -5,15 +5,13 @@ frames are counted by the probe's own loop, draws by wrappers that keep the nati
 and tour, animation and controls need the real screenshots to change. Real Chromium throughout.
 """
 
-import asyncio
-from pathlib import Path
 
 import pytest
 
 from showcase.check.models import CheckReport
-from showcase.check.runner import check_page
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import check_pages, item
+
 # tampered page -> its untampered twin
 TWINS = {
     "tamper_forge": "css_only",        # v1's forged 10/10: replaced probe, fake scene and camera, no WebGL
@@ -28,24 +26,11 @@ TWINS = {
 }
 
 
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
-
-
 @pytest.fixture(scope="module")
 def scored() -> dict[str, CheckReport]:
     names = sorted(set(TWINS) | set(TWINS.values()) | {"freeze_late", "tamper_fresh_canvas"})
 
-    async def run():
-        limit = asyncio.Semaphore(4)
-
-        async def one(name: str) -> CheckReport:
-            async with limit:
-                return await check_page((PAGES / f"{name}.html").read_bytes(), page_name=name)
-
-        return await asyncio.gather(*(one(n) for n in names))
-
-    return dict(zip(names, asyncio.run(run())))
+    return check_pages(names, 4)
 
 
 @pytest.mark.parametrize("tampered", list(TWINS))

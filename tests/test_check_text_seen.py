@@ -8,36 +8,21 @@ data: image, an SVG background, the alt text of images that do not load): each f
 twin. An honest page with English in those same images and alt texts keeps its point, its text read.
 """
 
-import asyncio
-from pathlib import Path
 
 import pytest
 
 from showcase.check.models import CheckReport
-from showcase.check.runner import check_page
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import check_pages, item
+
 TWIN, FORGERIES, ENGLISH = "errtext_see_twin", ("errtext_see_filter", "errtext_see_clip", "errtext_see_img"), "errtext_see_english"
 NAMES = [TWIN, *FORGERIES, ENGLISH]
 
 
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
-
-
 @pytest.fixture(scope="module")
 def scored() -> dict[str, CheckReport]:
-    async def run():
-        # three at a time: what these tests judge (text) does not depend on the frame rate
-        limit = asyncio.Semaphore(3)
-
-        async def one(name: str) -> CheckReport:
-            async with limit:
-                return await check_page((PAGES / f"{name}.html").read_bytes(), page_name=name)
-
-        return await asyncio.gather(*(one(n) for n in NAMES))
-
-    return dict(zip(NAMES, asyncio.run(run())))
+    # three at a time: what these tests judge (text) does not depend on the frame rate
+    return check_pages(NAMES, 3)
 
 
 def test_the_french_twin_is_read_under_paint_effects_that_leave_it_readable(scored):

@@ -6,15 +6,13 @@ the items of its class, and each twin keeps its points. Plus two honest pages th
 before: a world still being built under a still camera, and a camera that only turns.
 """
 
-import asyncio
-from pathlib import Path
 
 import pytest
 
 from showcase.check.models import CheckReport
-from showcase.check.runner import check_page
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import check_pages, item
+
 TWINS = {
     # 1: a camera nobody renders with, over a sea whose waves a shader moves under a still view
     "tour_fake_camera": "tour_sea",           # a touring camera handed to scene.onBeforeRender
@@ -27,10 +25,6 @@ TWINS = {
     "tour_empty_nodes": "tour_garden",        # empty nodes, a cube on an unseen layer, an invisible material
 }
 HONEST = ["tour_building", "tour_yaw"]
-
-
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
 
 
 def but_frame_rate(report: CheckReport) -> float:
@@ -47,16 +41,7 @@ def no_more(forged: CheckReport, twin: CheckReport, ids: tuple[str, ...]) -> Non
 def scored() -> dict[str, CheckReport]:
     names = sorted(set(TWINS) | set(TWINS.values()) | set(HONEST))
 
-    async def run():
-        limit = asyncio.Semaphore(4)
-
-        async def one(name: str) -> CheckReport:
-            async with limit:
-                return await check_page((PAGES / f"{name}.html").read_bytes(), page_name=name)
-
-        return await asyncio.gather(*(one(n) for n in names))
-
-    return dict(zip(names, asyncio.run(run())))
+    return check_pages(names, 4)
 
 
 def test_a_camera_nobody_renders_with_earns_no_tour_or_controls(scored):

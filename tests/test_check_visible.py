@@ -8,18 +8,16 @@ every twin keeps its points. And two honest pages that show nothing but a flat c
 styled help box; an unresized 300 x 150 canvas) are blank.
 """
 
-import asyncio
 import base64
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from showcase.check.models import CheckReport
-from showcase.check.runner import check_page
 from showcase.check.visible import PIC_H, PIC_W, Visible
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import check_pages, item
+
 # forgery -> (its honest twin, the items its class could have raised)
 FORGERIES = {
     "visible_opacity": ("visible_world", ("4", "5", "6a", "7", "8", "9", "10")),
@@ -39,24 +37,11 @@ HONEST = ("visible_minimap", "visible_postfx")
 FLAT = ("visible_flat_help", "visible_flat_small")
 
 
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
-
-
 @pytest.fixture(scope="module")
 def scored() -> dict[str, CheckReport]:
     names = sorted(set(FORGERIES) | {t for t, _ in FORGERIES.values()} | set(FLAT) | set(HONEST))
 
-    async def run():
-        limit = asyncio.Semaphore(4)
-
-        async def one(name: str) -> CheckReport:
-            async with limit:
-                return await check_page((PAGES / f"{name}.html").read_bytes(), page_name=name)
-
-        return await asyncio.gather(*(one(n) for n in names))
-
-    return dict(zip(names, asyncio.run(run())))
+    return check_pages(names, 4)
 
 
 def assert_no_more_than_twin(scored: dict[str, CheckReport], forgery: str) -> None:

@@ -1,0 +1,28 @@
+"""What the check's tests share: test pages scored a few at a time, and one item of a report."""
+
+import asyncio
+from pathlib import Path
+
+from showcase.check.models import CheckReport
+from showcase.check.runner import check_page
+
+PAGES = Path(__file__).resolve().parent / "pages"
+
+
+def item(report: CheckReport, id_: str):
+    return next(i for i in report.items if i.id == id_)
+
+
+def check_pages(names: list[str], at_once: int) -> dict[str, CheckReport]:
+    """Each tests/pages/<name>.html scored, at most `at_once` checks at a time."""
+
+    async def run():
+        limit = asyncio.Semaphore(at_once)
+
+        async def one(name: str) -> CheckReport:
+            async with limit:
+                return await check_page((PAGES / f"{name}.html").read_bytes(), page_name=name)
+
+        return await asyncio.gather(*(one(n) for n in names))
+
+    return dict(zip(names, asyncio.run(run())))
