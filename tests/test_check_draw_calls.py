@@ -8,15 +8,12 @@ that draw nothing (a drawcount past its lists' end, offsets read from past their
 draws, negative counts and instances, 5,000 draws of no vertex), counts only the world it drew.
 """
 
-import asyncio
-from pathlib import Path
-
 import pytest
 
 from showcase.check.models import CheckReport
-from showcase.check.runner import check_page
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import check_pages, item
+
 # page -> its twin, drawn with drawElements
 TWINS = {
     "draw_range": "draw_plain",
@@ -28,24 +25,10 @@ FORGERY = "draw_multi_sparse"
 BLOCKS = 144  # the raw pages' blocks, 12 triangles each
 
 
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
-
-
 @pytest.fixture(scope="module")
 def scored() -> dict[str, CheckReport]:
     names = sorted(set(TWINS) | set(TWINS.values()) | {FORGERY})
-
-    async def run():
-        limit = asyncio.Semaphore(4)
-
-        async def one(name: str) -> CheckReport:
-            async with limit:
-                return await check_page((PAGES / f"{name}.html").read_bytes(), page_name=name)
-
-        return await asyncio.gather(*(one(n) for n in names))
-
-    return dict(zip(names, asyncio.run(run())))
+    return check_pages(names, at_once=4)
 
 
 def drawn(report: CheckReport) -> dict:

@@ -9,40 +9,22 @@ held by no text node (generated content, a closed shadow root). Each fails item 
 An honest page with a WebGL world and a HUD drawn with shadows keeps item 4 and its tours.
 """
 
-import asyncio
-from pathlib import Path
-
 import pytest
 
 from showcase.check.models import CheckReport
-from showcase.check.runner import check_page
 
-PAGES = Path(__file__).resolve().parent / "pages"
+from checked import check_pages, item
 
 TWIN = "mask_twin"
 FORGERIES = ("mask_rects", "mask_shadow", "mask_blur", "mask_dropshadow", "mask_scaled", "mask_generated")
 HONEST = "mask_world_hud"
 
 
-def item(report: CheckReport, id_: str):
-    return next(i for i in report.items if i.id == id_)
-
-
 @pytest.fixture(scope="module")
 def scored() -> dict[str, CheckReport]:
     names = [TWIN, *FORGERIES, HONEST]
-
-    async def run():
-        # three at a time: item 4 is judged on the frame after ready, not on the frame rate
-        limit = asyncio.Semaphore(3)
-
-        async def one(name: str) -> CheckReport:
-            async with limit:
-                return await check_page((PAGES / f"{name}.html").read_bytes(), page_name=name)
-
-        return await asyncio.gather(*(one(n) for n in names))
-
-    return dict(zip(names, asyncio.run(run())))
+    # three at a time: item 4 is judged on the frame after ready, not on the frame rate
+    return check_pages(names, at_once=3)
 
 
 def test_text_alone_is_not_a_picture_however_it_is_painted(scored):
