@@ -95,6 +95,32 @@
         };
       }
     }
+    // An extension's functions likewise act only on the extension objects this frame handed out:
+    // called on the top frame's object (colorMaskiOES through this frame's prototype), they would
+    // change the top frame's context out of its record.
+    const mine = new WeakSet(), wrapped = new WeakSet();
+    const has = WeakSet.prototype.has, add = WeakSet.prototype.add, protoOf = Object.getPrototypeOf;
+    const guardExtension = (p) => {
+      if (!p || p === Object.prototype || apply(has, wrapped, [p])) return;
+      apply(add, wrapped, [p]);
+      for (const name of names(p)) {
+        const d = describe(p, name);
+        if (name === 'constructor' || !d || typeof d.value !== 'function') continue;
+        const orig = d.value;
+        p[name] = function (...args) {
+          if (!apply(has, mine, [this])) throw new TypeError('Illegal invocation');
+          return apply(orig, this, args);
+        };
+      }
+    };
+    for (const proto of glProtos) {
+      const getExtension = proto.getExtension;
+      proto.getExtension = function (...args) {
+        const ext = apply(getExtension, this, args);
+        if (ext !== null && typeof ext === 'object') { apply(add, mine, [ext]); guardExtension(protoOf(ext)); }
+        return ext;
+      };
+    }
     return;
   }
   const apply = Reflect.apply;
@@ -160,10 +186,25 @@
     for (let i = 0; i < list.length; i++) defineOwn(out, i, { value: list[i], writable: true, enumerable: true, configurable: true });
     return out;
   };
-  function noteFrame(c) {
+  // A frame asked whether WebGL refused any of its draws carries [-1, CLEAN_FRAME or REFUSED_FRAME],
+  // plus ASKED_FOR_CAUSE when it was not asked at random (it raised the figures, or the page
+  // itself read an error in it): only those asked at random stand for the frames not asked.
+  const CLEAN_FRAME = 1, REFUSED_FRAME = 2, ASKED_FOR_CAUSE = 2;
+  const REFUSAL_SAMPLE = 6;  // one frame in this many, on average
+  const cryptoObj = crypto, getRandom = cryptoObj.getRandomValues, randomPool = new Uint32Array(64);
+  let randomAt = randomPool.length;
+  const sampled = () => {
+    if (randomAt >= randomPool.length) { apply(getRandom, cryptoObj, [randomPool]); randomAt = 0; }
+    return randomPool[randomAt++] % REFUSAL_SAMPLE === 0;
+  };
+  function noteFrame(c, asked) {
     const w = sc.win;
     if (!w || w.drawn.length >= FRAME_ROWS) return;
     const row = [];
+    if (asked !== 0) {
+      defineOwn(row, 0, { value: -1, writable: true, enumerable: true, configurable: true });
+      defineOwn(row, 1, { value: asked, writable: true, enumerable: true, configurable: true });
+    }
     for (let i = 0; i < c.per.length; i++) {
       defineOwn(row, row.length, { value: c.per[i].cid, writable: true, enumerable: true, configurable: true });
       defineOwn(row, row.length, { value: c.per[i].vertices, writable: true, enumerable: true, configurable: true });
@@ -183,7 +224,8 @@
       const m = sc.maxFrame;
       // Only a frame that would raise the world's figures is asked whether WebGL refused any of
       // its draws: a getError per frame waits for the GPU process and slowed a 1.4 fps page to 1.1.
-      if ((c.draws > m.draws || c.parts > m.parts || c.triangles > m.triangles || canvasRises(c)) && !refused(c, drawn)) {
+      const rises = c.draws > m.draws || c.parts > m.parts || c.triangles > m.triangles || canvasRises(c);
+      if (rises && !refused(c, drawn)) {
         if (c.draws > m.draws) m.draws = c.draws;
         if (c.parts > m.parts) m.parts = c.parts;
         if (c.triangles > m.triangles) m.triangles = c.triangles;
@@ -191,7 +233,13 @@
         apply(debug, con, [TOKEN, 'max', m.draws, m.parts, m.triangles]);
         raiseCanvases(c);
       }
-      noteFrame(c);
+      // 3.0: in a measuring window, a frame in REFUSAL_SAMPLE (at random: the page cannot tell
+      // which) is also asked, so that draws only the GPU process refuses do not pass for frames
+      // of the world; the checker weighs the window's frames by the share of those asked that
+      // WebGL drew without an error (showcase/check/visible.py: world_frames).
+      const known = rises || c.refused, atRandom = !known && sc.win !== null && sampled();
+      if (atRandom) refused(c, drawn);
+      noteFrame(c, !known && !atRandom ? 0 : (c.refused ? REFUSED_FRAME : CLEAN_FRAME) + (known ? ASKED_FOR_CAUSE : 0));
     }
     sc.cur = { calls: 0, draws: 0, parts: 0, triangles: 0, refused: false, per: [] };
     apply(raf, window, [tick]);
@@ -377,13 +425,25 @@
   // a WebGL 2 context, and an extension's draw is counted against its own context).
   const kitOf = (proto) => {
     const get = (name) => Object.getOwnPropertyDescriptor(proto, name).get;
-    return freeze({ getError: proto.getError, isLost: proto.isContextLost, canvas: get('canvas'),
+    return freeze({ getError: proto.getError, isLost: proto.isContextLost, canvas: get('canvas'), linked: proto.getProgramParameter,
       bufW: get('drawingBufferWidth'), bufH: get('drawingBufferHeight') });
   };
   // One call's draws as they reach the screen, whatever entry point made them: `n` draws of
   // counts[countsAt + i] vertices, each insts[instsAt + i] times (once when insts is null). A plain
   // draw is one; a multi-draw is its list. A draw of no vertex or no instance draws nothing and
   // counts nothing (a multi-draw of 5,000 empty draws is no world).
+  // A program's link status: as the page asked it, or asked of WebGL once per link at the
+  // program's first draw (asked at the link, it would wait for a compile the page lets run in
+  // parallel). A program deleted before anyone asked is taken as linked: asking would raise an
+  // error in the page's context.
+  const LINK_STATUS = 0x8B82;
+  const linkedOk = (getParameter, ctx, progObj) => {
+    const p = progOf(progObj);
+    if (p.linked === undefined && !p.deleted) {
+      try { p.linked = !!apply(getParameter, ctx, [progObj, LINK_STATUS]); } catch (e) { p.linked = true; }
+    }
+    return p.linked !== false;
+  };
   const countDraws = (ctx, kit, mode, n, counts, countsAt, insts, instsAt) => {
     if (armed !== null) {
       // A window's opening picture: what WebGL drew in this frame, once the page's callback is over.
@@ -393,6 +453,7 @@
       pic.pending += 1;  // until takePicture has started its pictures: none is read half-taken
       apply(microtask, window, [() => takePicture(pic)]);
     }
+    mode >>>= 0;  // as WebGL converts a GLenum
     const c = sc.cur;
     c.calls += 1;
     const cid = canvasId(ctx, kit.canvas);
@@ -404,6 +465,11 @@
     // writes no colour (colorWrite false: a 43,200-triangle mesh counted) shows nothing at all.
     const target = apply(wmGet, targets, [ctx]);
     if (apply(kit.isLost, ctx, []) || tinyTarget(ctx) || writesNothing(target, mode)) return;
+    // 3.0: a draw WebGL refuses before it starts (no program in use, one whose link failed, no
+    // such mode) draws nothing: frames of them between real ones read as 60 frames a second. What
+    // only the GPU process refuses is caught by the frames sampled in `tick`.
+    const st = ctxOf(ctx);
+    if (!(mode >= 0 && mode <= 6) || st.progObj === null || !linkedOk(kit.linked, ctx, st.progObj)) { c.calls -= 1; return; }
     let draws = 0, parts = 0, tris = 0, vertices = 0;
     for (let i = 0; i < n; i++) {
       const count = counts[countsAt + i], inst = insts === null ? 1 : insts[instsAt + i];
@@ -416,7 +482,6 @@
     if (draws === 0) return;
     c.draws += draws;
     // 3.0: only a draw with a transform giving depth is part of a world (a flat quad is a picture)
-    const st = ctxOf(ctx);
     const deep = st.prog !== null && st.prog.deep > 0;
     if (deep) { c.parts += parts; c.triangles += tris; }
     if (rec !== null && rec.ops.length < REC_MAX) { try { recordOp(ctx, st, tris, kit.bufW, kit.bufH); } catch (e) { /* a sample the less */ } }
@@ -628,8 +693,17 @@
     after(proto, 'getUniformLocation', (ctx, a, loc) => {
       if (loc && typeof a[1] === 'string') apply(wmSet, locNames, [loc, [a[0], a[1]]]);
     });
-    after(proto, 'useProgram', (ctx, a) => { const s = ctxOf(ctx); s.progObj = a[0] || null; s.prog = a[0] ? progOf(a[0]) : null; });
-    after(proto, 'linkProgram', (ctx, a) => { if (a[0]) { const p = progOf(a[0]); p.mats = bare(null); p.deep = 0; } });
+    // WebGL refuses a program that is deleted or did not link, and keeps the one in use.
+    const getParameter = proto.getProgramParameter;
+    after(proto, 'useProgram', (ctx, a) => {
+      if (a[0] && (progOf(a[0]).deleted || !linkedOk(getParameter, ctx, a[0]))) return;
+      const s = ctxOf(ctx); s.progObj = a[0] || null; s.prog = a[0] ? progOf(a[0]) : null;
+    });
+    after(proto, 'linkProgram', (ctx, a) => { if (a[0]) { const p = progOf(a[0]); p.mats = bare(null); p.deep = 0; p.linked = undefined; } });
+    after(proto, 'deleteProgram', (ctx, a) => { if (a[0]) progOf(a[0]).deleted = true; });
+    after(proto, 'getProgramParameter', (ctx, a, out) => {
+      if (a[0] && a[1] === LINK_STATUS && typeof out === 'boolean') progOf(a[0]).linked = out;
+    }, (a) => { if (a.length > 1) a[1] = +a[1]; });
     after(proto, 'uniformMatrix4fv', (ctx, a) => {
       const info = a[0] ? apply(wmGet, locNames, [a[0]]) : undefined;
       const s = ctxOf(ctx);

@@ -322,18 +322,34 @@ def _reweigh(window: dict, vis: Visible, slot: int) -> None:
     window["gl_share"] = None if drawn is None else vis.change_share(slot)
 
 
+# The probe's mark on a frame it asked whether WebGL refused any of its draws (checks/probe.js):
+# [-1, mark]; 1 or 2 asked at random (clean or refused), 3 or 4 asked for a cause.
+_ASKED_ID = -1
+_CLEAN_AT_RANDOM, _REFUSED_AT_RANDOM, _CLEAN_FOR_CAUSE, _REFUSED_FOR_CAUSE = 1, 2, 3, 4
+
+
 def world_frames(rows: list, seen: set[int], frames: int, share: float) -> int:
     """Frames in which the seen canvases drew at least `share` of the vertices of their largest
-    frame of the window. `rows` are the probe's per frame [canvas id, vertices, ...] (at most its
-    cap: the count is scaled up to `frames` when the page drew more frames than were kept)."""
-    sums = []
+    frame of the window, without a draw WebGL refused. `rows` are the probe's per frame [canvas id,
+    vertices, ...] (at most its cap: the count is scaled up to `frames` when the page drew more
+    frames than were kept). A frame the probe asked is counted as asked; the frames not asked are
+    weighed by the share of those asked at random that WebGL drew without an error (draws only the
+    GPU process refuses, between real frames, do not pass for frames of the world)."""
+    sums, marks = [], []
     for row in rows:
         if not isinstance(row, list):
             continue
-        pairs = zip(row[0::2], row[1::2])
+        pairs = list(zip(row[0::2], row[1::2]))
         sums.append(sum(v for c, v in pairs if c in seen and isinstance(v, (int, float))))
-    peak = max(sums, default=0)
+        marks.append(next((v for c, v in pairs if c == _ASKED_ID), 0))
+    refused = (_REFUSED_AT_RANDOM, _REFUSED_FOR_CAUSE)
+    peak = max((s for s, k in zip(sums, marks) if k not in refused), default=0)
     if peak <= 0:
         return 0
-    counted = sum(1 for s in sums if s >= share * peak)
-    return round(counted * frames / len(sums)) if len(sums) < frames else counted
+    full = [k for s, k in zip(sums, marks) if s >= share * peak]
+    clean_at_random, refused_at_random = full.count(_CLEAN_AT_RANDOM), full.count(_REFUSED_AT_RANDOM)
+    unasked = full.count(0)
+    if clean_at_random + refused_at_random:
+        unasked *= clean_at_random / (clean_at_random + refused_at_random)
+    counted = clean_at_random + full.count(_CLEAN_FOR_CAUSE) + unasked
+    return round(counted * frames / len(sums)) if len(sums) < frames else round(counted)
