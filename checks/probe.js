@@ -1692,23 +1692,6 @@
     return res;
   };
 
-  // Boxes of the page's visible text (viewport pixels), so "not blank" and "the picture changed"
-  // can leave the page's own text out. A page that lies here only hides more of its own picture.
-  sc.textBoxes = () => {
-    const out = [];
-    if (!document.body) return out;
-    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-    const range = document.createRange();
-    for (let n = walker.nextNode(); n && out.length < 2000; n = walker.nextNode()) {
-      if (!n.textContent || !n.textContent.trim()) continue;
-      range.selectNodeContents(n);
-      for (const r of range.getClientRects()) {
-        if (r.width > 0 && r.height > 0) out.push([M.floor(r.left) - 2, M.floor(r.top) - 2, M.ceil(r.right) + 2, M.ceil(r.bottom) + 2]);
-      }
-    }
-    return out;
-  };
-
   const api = freeze({
     attach: () => sc.attach(),
     startWindow: () => sc.startWindow(),
@@ -1719,7 +1702,6 @@
     snapshot: () => sc.snapshot(),
     compare: (i, j) => sc.compare(i, j),
     world: () => sc.world(),
-    textBoxes: () => sc.textBoxes(),
     contexts: () => ({ webgl: sc.webglContexts, c2d: sc.canvas2dContexts }),
     gl: () => glChanges(),
     glSettled: (maxMs) => glSettled(+maxMs || 0),

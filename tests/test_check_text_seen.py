@@ -53,3 +53,10 @@ def test_english_in_images_and_alt_text_is_read_and_keeps_its_point(scored):
         assert words in english.figures["text_sample"], (words, english.figures)
     # an SVG's <title> is a tooltip and display="none" hides a <text>: neither is drawn, neither is read
     assert "glisser" not in english.figures["text_sample"] and "visite du soir" not in english.figures["text_sample"]
+
+
+def test_blurred_english_is_no_picture_either(scored):
+    # the blur's halo reaches past the text's boxes: the mask of item 4 reaches as far
+    twin, blurred = item(scored[TWIN], "4"), item(scored["errtext_see_filter"], "4")
+    assert not twin.passed and not blurred.passed, (twin.figures, blurred.figures)
+    assert scored["errtext_see_filter"].total <= scored[TWIN].total, scored["errtext_see_filter"].summary

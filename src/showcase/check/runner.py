@@ -36,6 +36,7 @@ from showcase.check.visible import Visible, apply_visible
 from showcase.check.inputs import ControlInputs, dispatch, new_seed, plan_inputs
 from showcase.check.language import identifier as language_identifier
 from showcase.check.visible_text import VisibleText, capture as capture_text, visible_text
+from showcase.check.text_ink import capture as capture_ink, ink_boxes
 from showcase.errors import InfraError, UserError
 from showcase.io import write_bytes_atomic
 from showcase.run.monitor import ForeignProcessMonitor
@@ -104,8 +105,17 @@ class _Measure:
         self.vis = Visible(rubric.viewport, spec["seen_tolerance"], spec["tolerance"], spec["min_seen_share"])
 
     def mask(self) -> np.ndarray | None:
-        """Pixels of the page's own text (its DOM text boxes), left out of the pixel measures."""
+        """Pixels of the page's own text (where the browser's layout paints it), left out of the pixel measures."""
         return text_mask(self.boxes, self.r.viewport)
+
+    async def text_boxes(self) -> list:
+        """Where the page's text is painted now, ink and all (one CDP call, no page script): taken
+        beside a screenshot, the mask of that screenshot."""
+        what = "reading where the page's text is painted"
+        snap = await self.bp.call(what, lambda: capture_ink(self.bp.cdp.send))
+        if not isinstance(snap, dict):
+            await self.bp.garbled(what, snap)
+        return (await asyncio.to_thread(ink_boxes, snap, self.r.viewport)).boxes
 
     async def png(self) -> bytes:
         png = await self.bp.screenshot(self.t.screenshot_timeout_s)
@@ -212,19 +222,23 @@ class _Measure:
 
         async def read() -> dict:
             got = await self.bp.probe(
-                "({win: this.readWindow(), snap: this.snapshot(), boxes: this.textBoxes(), ctx: this.contexts()"
+                "({win: this.readWindow(), snap: this.snapshot(), ctx: this.contexts()"
                 + also + (", next: (this.attach(), this.startWindow())" if chain else "") + "})",
                 "reading a measuring window",
             )
             answered.append(time.monotonic())
             return got
 
-        if picture_later:
-            got, shot = await read(), None
+        async def read_then_picture() -> dict:
+            got = await read()
             self.picture = asyncio.ensure_future(self.png())
             self.picture.add_done_callback(lambda f: f.cancelled() or f.exception())  # read by controls, if they run
+            return got
+
+        if picture_later:
+            (got, boxes), shot = await _all(read_then_picture(), self.text_boxes()), None
         else:
-            got, shot = await _both(read(), self.shot())
+            got, shot, boxes = await _all(read(), self.shot(), self.text_boxes())
         if not isinstance(got, dict) or not isinstance(got.get("win"), dict):
             await self.bp.garbled("reading a measuring window", got)
         self.note_gl(got["win"])
@@ -233,7 +247,7 @@ class _Measure:
         if got["win"].get("frames"):
             self.frame_s = got["win"]["seconds"] / got["win"]["frames"]
         self.m.webgl_contexts, self.m.canvas2d_contexts = got["ctx"]["webgl"], got["ctx"]["c2d"]
-        self.boxes = got.get("boxes") or []
+        self.boxes = boxes
         win = got["win"]
         win["index"] = index
         win["pixel_share"] = None
@@ -359,7 +373,7 @@ class _Measure:
                     pending = self._timed_shot(spent, before)
                     continue
                 if i + 1 < len(plan):
-                    shot, _ = await _both(self._timed_shot(spent, before), self.until_pictured())
+                    shot, _ = await _all(self._timed_shot(spent, before), self.until_pictured())
                     shots.append((name, shot))
                     continue
                 # The last step: its picture, and beside it the pictures of what WebGL drew after it.
@@ -435,7 +449,7 @@ class _Measure:
             mark("after ready")
             # The world and text as they are at ready, first of all: a page that freezes or leaves
             # soon after keeps what it showed.
-            early, text = await _both(bp.probe("(this.attach(), {clock: this.frames(), world: this.world()})",
+            early, text = await _all(bp.probe("(this.attach(), {clock: this.frames(), world: this.world()})",
                                                "counting the world at ready"), self.read_text())
             if not isinstance(early, dict) or not isinstance(early.get("world"), dict) or not isinstance(early.get("clock"), dict):
                 await bp.garbled("counting the world at ready", early)
@@ -447,22 +461,20 @@ class _Measure:
             # later. It is moved while the frame after ready is awaited: both are over before window 1.
             rx, ry = self.inputs.rest
             move = bp.call("mouse move", lambda: bp.page.mouse.move(rx, ry))
-            await _both(move, self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
+            await _all(move, self.wait_frames(0, t.after_ready_frames, t.after_ready_max_s, time.monotonic(),
                                                _after_ready(early["world"], early["clock"]), "waiting for a frame after ready"))
             mark("tour window 1")
-            # One call: the page's text boxes, the snapshot the animation item starts from, and the
-            # first window opened; the picture of the frame after ready is taken beside it.
+            # One call: the snapshot the animation item starts from and the first window opened; the
+            # picture of the frame after ready is taken beside it, and where the page's text is painted.
             opened: list[float] = []
 
             async def open_first() -> object:
-                got = await bp.probe("({boxes: this.textBoxes(), open: (this.snapshot(), this.attach(), this.startWindow())})",
+                got = await bp.probe("({open: (this.snapshot(), this.attach(), this.startWindow())})",
                                      "opening the first measuring window")
                 opened.append(time.monotonic())
                 return got
 
-            first, self.prev = await _both(open_first(), self.shot())
-            boxes = first.get("boxes") if isinstance(first, dict) else None
-            self.boxes = boxes if isinstance(boxes, list) else []
+            _, self.prev, self.boxes = await _all(open_first(), self.shot(), self.text_boxes())
             m.blank_share = round(off_dominant_share(self.prev.rgb, self.r.items["4"]["tolerance"], self.mask()), 4)
             self.vis.add_screen(0, self.prev.rgb)
             win, got, t0 = await self.window(1, opened[0], chain=True)
@@ -561,13 +573,13 @@ async def _beside(call, dispatch: asyncio.Future, spent: dict):
                 f.cancel()
 
 
-async def _both(a, b) -> tuple:
-    """Run two bounded page calls side by side; both finish before the first failure is raised."""
-    ra, rb = await asyncio.gather(a, b, return_exceptions=True)
-    for r in (ra, rb):
+async def _all(*calls) -> tuple:
+    """Run bounded page calls side by side; all finish before the first failure is raised."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for r in results:
         if isinstance(r, BaseException):
             raise r
-    return ra, rb
+    return tuple(results)
 
 
 def offline_cdn(npm_dir: Path | None, task: Task | None = None) -> OfflineCdn:
