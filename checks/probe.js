@@ -316,6 +316,9 @@
   const TINY_PIXELS = 64;
   const SCISSOR_TEST = 0x0C11, BLEND = 0x0BE2, CULL_FACE = 0x0B44, RASTERIZER_DISCARD = 0x8C89;
   const FRONT_AND_BACK = 0x0408, ZERO = 0, ONE = 1, FUNC_ADD = 0x8006, FUNC_REVERSE_SUBTRACT = 0x800B;
+  const DEPTH_TEST = 0x0B71, STENCIL_TEST = 0x0B90, SAMPLE_COVERAGE = 0x80A0, NEVER = 0x0200, LESS = 0x0201, ALWAYS = 0x0207;
+  const FRONT = 0x0404, BACK = 0x0405, NONE = 0;
+  const CONSTANT_COLOR = 0x8001, ONE_MINUS_CONSTANT_COLOR = 0x8002, CONSTANT_ALPHA = 0x8003, ONE_MINUS_CONSTANT_ALPHA = 0x8004;
   const tinyTarget = (ctx) => {
     const t = apply(wmGet, targets, [ctx]);
     if (t === undefined) return false;
@@ -326,7 +329,9 @@
     if (t === undefined) {
       t = { vx: 0, vy: 0, vw: null, vh: null, sx: 0, sy: 0, sw: null, sh: null, scissor: false,
         rgb: true, alpha: true, blend: false, keepRgb: false, keepAlpha: false, discard: false, cull: false, allFaces: false,
-        srcRgb: ONE, dstRgb: ZERO, srcAlpha: ONE, dstAlpha: ZERO, eqRgb: FUNC_ADD, eqAlpha: FUNC_ADD };
+        srcRgb: ONE, dstRgb: ZERO, srcAlpha: ONE, dstAlpha: ZERO, eqRgb: FUNC_ADD, eqAlpha: FUNC_ADD,
+        cr: 0, cg: 0, cb: 0, ca: 0, depthTest: false, depthFunc: LESS, stencilTest: false, stencilFront: ALWAYS,
+        stencilBack: ALWAYS, coverage: false, coverNone: false, drawNone: false };
       apply(wmSet, targets, [ctx, t]);
     }
     return t;
@@ -342,16 +347,35 @@
     if (t.scissor && t.sw !== null) { x0 = M.max(x0, t.sx); y0 = M.max(y0, t.sy); x1 = M.min(x1, t.sx + t.sw); y1 = M.min(y1, t.sy + t.sh); }
     return x1 > x0 && y1 > y0 ? ((x1 - x0) * (y1 - y0)) / (W * H) : 0;
   };
-  // A blend leaves the destination as it was when it takes none of the source and all of the destination.
-  const keeps = (eq, src, dst) => (eq === FUNC_ADD || eq === FUNC_REVERSE_SUBTRACT) && src === ZERO && dst === ONE;
-  const reblend = (t) => { t.keepRgb = keeps(t.eqRgb, t.srcRgb, t.dstRgb); t.keepAlpha = keeps(t.eqAlpha, t.srcAlpha, t.dstAlpha); };
-  const writesNothing = (t, mode) => t !== undefined && (t.discard || (t.cull && t.allFaces && mode >= 4 && mode <= 6) ||
-    ((!t.rgb || (t.blend && t.keepRgb)) && (!t.alpha || (t.blend && t.keepAlpha))));
+  // A blend leaves the destination as it was when it takes none of the source and all of the
+  // destination, by a factor of zero and one or by the blend colour's (3.0: blendColor(0, 0, 0, 0)
+  // with CONSTANT_ALPHA and ONE_MINUS_CONSTANT_ALPHA kept a 360-block decoy off the screen).
+  const zeroOf = (f, t, alpha) => f === ZERO || ((f === CONSTANT_ALPHA || (alpha && f === CONSTANT_COLOR)) && t.ca <= 0) ||
+    (!alpha && f === CONSTANT_COLOR && t.cr <= 0 && t.cg <= 0 && t.cb <= 0);
+  const oneOf = (f, t, alpha) => f === ONE || ((f === ONE_MINUS_CONSTANT_ALPHA || (alpha && f === ONE_MINUS_CONSTANT_COLOR)) && t.ca <= 0) ||
+    (!alpha && f === ONE_MINUS_CONSTANT_COLOR && t.cr <= 0 && t.cg <= 0 && t.cb <= 0);
+  const keeps = (t, eq, src, dst, alpha) => (eq === FUNC_ADD || eq === FUNC_REVERSE_SUBTRACT) && zeroOf(src, t, alpha) && oneOf(dst, t, alpha);
+  const reblend = (t) => { t.keepRgb = keeps(t, t.eqRgb, t.srcRgb, t.dstRgb, false); t.keepAlpha = keeps(t, t.eqAlpha, t.srcAlpha, t.dstAlpha, true); };
+  // 3.0: a draw no fragment of which can pass: the depth test or the stencil test set to NEVER (for
+  // both faces; points and lines face front), a sample coverage of none, or the screen's one draw
+  // buffer set to NONE (a touring camera drawn so passed for the view on screen).
+  const passesNone = (t, mode, toScreen) => (t.depthTest && t.depthFunc === NEVER) ||
+    (t.stencilTest && t.stencilFront === NEVER && (t.stencilBack === NEVER || !(mode >= 4 && mode <= 6))) ||
+    (t.coverage && t.coverNone) || (toScreen && t.drawNone);
+  const writesNothing = (t, mode, toScreen) => t !== undefined && (t.discard || (t.cull && t.allFaces && mode >= 4 && mode <= 6) ||
+    passesNone(t, mode, toScreen) || ((!t.rgb || (t.blend && t.keepRgb)) && (!t.alpha || (t.blend && t.keepAlpha))));
   const setCap = (t, cap, on) => {
     if (cap === SCISSOR_TEST) t.scissor = on;
     else if (cap === BLEND) t.blend = on;
     else if (cap === CULL_FACE) t.cull = on;
     else if (cap === RASTERIZER_DISCARD) t.discard = on;
+    else if (cap === DEPTH_TEST) t.depthTest = on;
+    else if (cap === STENCIL_TEST) t.stencilTest = on;
+    else if (cap === SAMPLE_COVERAGE) t.coverage = on;
+  };
+  const setStencil = (t, face, func) => {
+    if (face === FRONT || face === FRONT_AND_BACK) t.stencilFront = func;
+    if (face === BACK || face === FRONT_AND_BACK) t.stencilBack = func;
   };
   const numbers = (args, n) => { for (let k = 0; k < n && k < args.length; k++) args[k] = +args[k]; };
   // wrap(proto, name, n, fn): the first n arguments made numbers (the rest booleans when `flags`), then fn(state, args) after the native call
@@ -380,6 +404,30 @@
     wrapState(proto, 'blendFuncSeparate', 4, (t, a) => { t.srcRgb = u32(a[0]); t.dstRgb = u32(a[1]); t.srcAlpha = u32(a[2]); t.dstAlpha = u32(a[3]); reblend(t); });
     wrapState(proto, 'blendEquation', 1, (t, a) => { t.eqRgb = t.eqAlpha = u32(a[0]); reblend(t); });
     wrapState(proto, 'blendEquationSeparate', 2, (t, a) => { t.eqRgb = u32(a[0]); t.eqAlpha = u32(a[1]); reblend(t); });
+    // WebGL clamps the blend colour to [0, 1]
+    wrapState(proto, 'blendColor', 4, (t, a) => { t.cr = a[0]; t.cg = a[1]; t.cb = a[2]; t.ca = a[3]; reblend(t); });
+    wrapState(proto, 'depthFunc', 1, (t, a) => { t.depthFunc = u32(a[0]); });
+    wrapState(proto, 'stencilFunc', 3, (t, a) => setStencil(t, FRONT_AND_BACK, u32(a[0])));
+    wrapState(proto, 'stencilFuncSeparate', 4, (t, a) => setStencil(t, u32(a[0]), u32(a[1])));
+    wrapState(proto, 'sampleCoverage', 1, (t, a) => { t.coverNone = a[1] ? a[0] >= 1 : a[0] <= 0; }, true);
+    wrapDrawBuffers(proto, 'drawBuffers', false);
+  };
+  // drawBuffers: the list read once and handed to WebGL as read; on the screen (no framebuffer
+  // bound), [NONE] leaves it no draw buffer. Each framebuffer keeps its own list: a draw into one
+  // is held until a draw to the screen shows it.
+  const wrapDrawBuffers = (obj, name, ofExtension) => {
+    const orig = obj[name];
+    if (typeof orig !== 'function') return;
+    obj[name] = function (...args) {
+      let list = null;
+      if (args.length) { list = listOf(args[0]); if (list !== null) args[0] = list; }
+      const out = apply(orig, this, args);
+      const ctx = ofExtension ? apply(wmGet, extCtx, [this]) : this;
+      if (ctx !== undefined && list !== null && ctxOf(ctx).drawFb === null && list.length === 1) {
+        try { targetOf(ctx).drawNone = list[0] === NONE; } catch (e) { /* never break the page */ }
+      }
+      return out;
+    };
   };
   // The extensions the probe follows act on the context their object came from (getExtension's
   // `this`), noted before the page holds the object: their functions may be called on the object
@@ -395,7 +443,7 @@
       const ext = apply(getExtension, this, args);
       const name = ext ? apply(lower, args[0], []) : '';
       const wrap = name === 'oes_draw_buffers_indexed' ? wrapIndexed : name === 'angle_instanced_arrays' ? wrapInstancedArrays
-        : name === 'webgl_multi_draw' ? wrapMultiDraw : null;
+        : name === 'webgl_multi_draw' ? wrapMultiDraw : name === 'webgl_draw_buffers' ? wrapDrawBuffersExt : null;
       if (wrap !== null) {
         apply(wmSet, extCtx, [ext, this]);
         apply(wmSet, ctxKits, [this, kit]);
@@ -410,6 +458,7 @@
     apply(wsAdd, extProtos, [p]);
     return true;
   };
+  const wrapDrawBuffersExt = (p) => { if (firstTime(p)) wrapDrawBuffers(p, 'drawBuffersWEBGL', true); };
   const wrapIndexed = (p) => {
     if (!firstTime(p)) return;
     const at0 = (fn) => (t, a) => { if (u32(a[0]) === 0) fn(t, a); };
@@ -464,11 +513,11 @@
     // into a viewport or scissor box of a few pixels shows nothing of a world, and one that
     // writes no colour (colorWrite false: a 43,200-triangle mesh counted) shows nothing at all.
     const target = apply(wmGet, targets, [ctx]);
-    if (apply(kit.isLost, ctx, []) || tinyTarget(ctx) || writesNothing(target, mode)) return;
+    const st = ctxOf(ctx);
+    if (apply(kit.isLost, ctx, []) || tinyTarget(ctx) || writesNothing(target, mode >>> 0, st.drawFb === null)) return;
     // 3.0: a draw WebGL refuses before it starts (no program in use, one whose link failed, no
     // such mode) draws nothing: frames of them between real ones read as 60 frames a second. What
     // only the GPU process refuses is caught by the frames sampled in `tick`.
-    const st = ctxOf(ctx);
     if (!(mode >= 0 && mode <= 6) || st.progObj === null || !linkedOk(kit.linked, ctx, st.progObj)) { c.calls -= 1; return; }
     let draws = 0, parts = 0, tris = 0, vertices = 0;
     for (let i = 0; i < n; i++) {
