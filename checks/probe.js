@@ -532,16 +532,22 @@
     c.draws += draws;
     // 3.0: only a draw with a transform giving depth is part of a world (a flat quad is a picture)
     const deep = st.prog !== null && st.prog.deep > 0;
-    if (deep) { c.parts += parts; c.triangles += tris; }
+    const worldParts = deep ? parts : 0, worldTris = deep ? tris : 0;
     if (rec !== null && rec.ops.length < REC_MAX) { try { recordOp(ctx, st, tris, kit.bufW, kit.bufH); } catch (e) { /* a sample the less */ } }
     const e = entryOf(c, cid);
     // a frame's vertices weigh the share of the canvas their draw can reach: the world drawn into
     // a 9 x 9 scissor box in five frames of six counted as 60 frames a second
-    let v = vertices * reachOf(target, apply(kit.bufW, ctx, []), apply(kit.bufH, ctx, []));
-    v += sampledHeld(st);
-    if (st.drawFb !== null) { hold(st.drawFb, v); v = 0; }
-    e.draws += draws; e.vertices += v;
-    if (deep) { e.parts += parts; e.triangles += tris; }
+    const got = sampledHeld(st);
+    const v = vertices * reachOf(target, apply(kit.bufW, ctx, []), apply(kit.bufH, ctx, [])) + got.v;
+    e.draws += draws;
+    // what is drawn into a framebuffer is held until a draw or blit of the frame shows it (3.0: its
+    // parts and triangles too: 360 blocks drawn into a target blitted into one pixel were world)
+    if (st.drawFb !== null) hold(st.drawFb, v, worldParts + got.parts, worldTris + got.tris);
+    else shown(c, e, v, worldParts + got.parts, worldTris + got.tris);
+  };
+  const shown = (c, e, v, parts, tris) => {
+    e.vertices += v; e.parts += parts; e.triangles += tris;
+    c.parts += parts; c.triangles += tris;
   };
   const ONE_COUNT = new Int32Array(1), ONE_INST = new Int32Array(1);
   // A draw whose count (and instances) are arguments: drawArrays and its kin, and an extension's
@@ -633,26 +639,27 @@
   // frame with its texture bound (post-processing, shadow maps; a blit passes it on): until then its
   // vertices are held per framebuffer, and one never shown adds nothing to the frame (the world
   // drawn into a hidden target in the frames between real ones).
-  const heldFb = new WeakMap();  // framebuffer -> { tick, v } of the frame being drawn
-  const hold = (fb, v) => {
+  const heldFb = new WeakMap();  // framebuffer -> { tick, v, parts, tris } of the frame being drawn
+  const hold = (fb, v, parts, tris) => {
     let h = apply(wmGet, heldFb, [fb]);
-    if (h === undefined || h.tick !== sc.ticks) { h = { tick: sc.ticks, v: 0 }; apply(wmSet, heldFb, [fb, h]); }
-    h.v += v;
+    if (h === undefined || h.tick !== sc.ticks) { h = { tick: sc.ticks, v: 0, parts: 0, tris: 0 }; apply(wmSet, heldFb, [fb, h]); }
+    h.v += v; h.parts += parts; h.tris += tris;
   };
-  const release = (fb) => {
+  // what a framebuffer holds of this frame, added to `into` (and no longer held)
+  const release = (fb, into) => {
     const h = apply(wmGet, heldFb, [fb]);
-    if (h === undefined || h.tick !== sc.ticks) return 0;
-    const v = h.v;
-    h.v = 0;
-    return v;
+    if (h === undefined || h.tick !== sc.ticks) return into;
+    into.v += h.v; into.parts += h.parts; into.tris += h.tris;
+    h.v = 0; h.parts = 0; h.tris = 0;
+    return into;
   };
   const sampledHeld = (st) => {
-    let v = 0;
+    const got = { v: 0, parts: 0, tris: 0 };
     for (const k in st.units) {
       const tex = st.units[k], fb = tex ? apply(wmGet, texFbs, [tex]) : undefined;
-      if (fb !== undefined) v += release(fb);
+      if (fb !== undefined) release(fb, got);
     }
-    return v;
+    return got;
   };
   const wrapGetError = (proto, getError) => {
     proto.getError = function getError_() {
@@ -737,7 +744,7 @@
       return out;
     };
   };
-  const FRAMEBUFFER = 0x8D40, READ_FB = 0x8CA8, DRAW_FB = 0x8CA9, TEXTURE0 = 0x84C0;
+  const FRAMEBUFFER = 0x8D40, READ_FB = 0x8CA8, DRAW_FB = 0x8CA9, TEXTURE0 = 0x84C0, COLOR_BUFFER_BIT = 0x4000;
   for (const proto of glProtos) {
     after(proto, 'getUniformLocation', (ctx, a, loc) => {
       if (loc && typeof a[1] === 'string') apply(wmSet, locNames, [loc, [a[0], a[1]]]);
@@ -790,12 +797,24 @@
     after(proto, 'bindTexture', (ctx, a) => { const s = ctxOf(ctx); s.units[s.unit * 65536 + (a[0] | 0)] = a[1] || null; });
     after(proto, 'viewport', (ctx, a) => { ctxOf(ctx).vp = [a[0], a[1], a[2], a[3]]; },
       (a) => { for (let k = 0; k < 4; k++) a[k] = +a[k]; });
-    after(proto, 'blitFramebuffer', (ctx) => {
-      const s = ctxOf(ctx), v = s.readFb !== null ? release(s.readFb) : 0;
-      if (v > 0 && s.drawFb !== null) hold(s.drawFb, v);
-      else if (v > 0) { const cid = apply(wmGet, canvasIds, [ctx]); if (cid !== undefined) entryOf(sc.cur, cid).vertices += v; }
+    // A blit passes on what it copies as far as its destination reaches (3.0): the world blitted
+    // into one pixel, or past the buffer's edge, or without the colour bit, shows nothing of it.
+    const blitKit = kitOf(proto);
+    after(proto, 'blitFramebuffer', (ctx, a) => {
+      const s = ctxOf(ctx), got = { v: 0, parts: 0, tris: 0 };
+      if (s.readFb !== null) release(s.readFb, got);
+      const W = apply(blitKit.bufW, ctx, []), H = apply(blitKit.bufH, ctx, []);
+      const t = apply(wmGet, targets, [ctx]);
+      let x0 = M.max(0, M.min(a[4], a[6])), y0 = M.max(0, M.min(a[5], a[7])), x1 = M.min(W, M.max(a[4], a[6])), y1 = M.min(H, M.max(a[5], a[7]));
+      if (t !== undefined && t.scissor && t.sw !== null) { x0 = M.max(x0, t.sx); y0 = M.max(y0, t.sy); x1 = M.min(x1, t.sx + t.sw); y1 = M.min(y1, t.sy + t.sh); }
+      const share = (a[8] & COLOR_BUFFER_BIT) && x1 > x0 && y1 > y0 && W > 0 && H > 0 ? ((x1 - x0) * (y1 - y0)) / (W * H) : 0;
+      // a few pixels show nothing of a world (as a viewport of a few pixels)
+      const v = got.v * M.min(1, share), seen = share * W * H >= TINY_PIXELS;
+      const parts = seen ? got.parts : 0, tris = seen ? got.tris : 0;
+      if (s.drawFb !== null) { if (v > 0 || parts > 0) hold(s.drawFb, v, parts, tris); }
+      else if (v > 0 || parts > 0) { const cid = apply(wmGet, canvasIds, [ctx]); if (cid !== undefined) shown(sc.cur, entryOf(sc.cur, cid), v, parts, tris); }
       if (rec !== null) recordOp(ctx, ctxOf(ctx), -1, null, null);
-    });
+    }, (a) => { for (let k = 0; k < 10 && k < a.length; k++) a[k] = +a[k]; });
   }
 
   // --- samples: one frame's draws, as they went ---

@@ -3,7 +3,8 @@
 nothing_twin.html draws 40 blocks in one frame of 12 (about 5 pictures a second). Each nothing_*
 forgery adds, in every frame, 360 blocks drawn where no fragment can pass: a stencil test or a depth
 test that never passes, the screen's draw buffer set to NONE, a blend that keeps the destination
-through the blend colour, a sample coverage of none. Counted, they made the page's world 400 blocks
+through the blend colour, a sample coverage of none, or into a framebuffer blitted into one pixel
+or past the buffer's edge. Counted, they made the page's world 400 blocks
 and its frame rate 30-56 fps. unseen_camera_twin.html shows a still view; its forgeries render
 their touring camera three times a frame under a stencil or depth test that never passes: counted
 as what WebGL drew with, the tour and the controls passed on draws nobody sees.
@@ -15,7 +16,8 @@ from showcase.check.models import CheckReport
 
 from checked import check_pages, item
 
-NOTHING = ["nothing_stencil", "nothing_depth", "nothing_drawbuffers", "nothing_blend_colour", "nothing_coverage"]
+NOTHING = ["nothing_stencil", "nothing_depth", "nothing_drawbuffers", "nothing_blend_colour", "nothing_coverage",
+           "nothing_blit_pixel", "nothing_blit_outside"]
 UNSEEN_CAMERA = ["unseen_camera_stencil", "unseen_camera_depth"]
 
 
