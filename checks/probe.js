@@ -67,6 +67,24 @@
     apply(listen, window, ['error', (e) => seen('error', e), opts]);
     if (reasonOf) apply(listen, window, ['unhandledrejection', (e) => seen('rejection', e), opts]);
   })();
+  // A function of the probe's put in a native's place looks like that native to the page, as a
+  // person's browser has it: its name, length and source text (`[native code]`), no prototype, not
+  // a constructor (3.0: a page drew its world only where drawElements' source was not native, that
+  // is, only for the check).
+  const disguise = (() => {
+    const apply = Reflect.apply, defineOwn = Reflect.defineProperty;
+    const wmGet = WeakMap.prototype.get, wmSet = WeakMap.prototype.set, natives = new WeakMap();
+    const fnToString = Function.prototype.toString;
+    const put = (wrapper, native) => {
+      apply(wmSet, natives, [wrapper, native]);
+      defineOwn(wrapper, 'name', { value: native.name, configurable: true });
+      defineOwn(wrapper, 'length', { value: native.length, configurable: true });
+      return wrapper;
+    };
+    const toString = { toString() { const n = apply(wmGet, natives, [this]); return apply(fnToString, n !== undefined ? n : this, []); } }.toString;
+    Function.prototype.toString = put(toString, fnToString);
+    return put;
+  })();
   // The WebGL prototypes of this frame (a browser without WebGL 2 has only the first).
   const glProtos = [window.WebGLRenderingContext && WebGLRenderingContext.prototype, window.WebGL2RenderingContext && WebGL2RenderingContext.prototype].filter(Boolean);
   if (window.top !== window) {
@@ -87,12 +105,12 @@
         const d = describe(proto, name);
         if (name === 'constructor' || !d || typeof d.value !== 'function') continue;
         const orig = d.value;
-        proto[name] = function (...args) {
+        proto[name] = disguise({ m(...args) {
           const c = apply(canvas, this, []);
           const owner = c ? ownerDoc(c) : null;
           if (owner && owner !== doc) throw new TypeError('Illegal invocation');
           return apply(orig, this, args);
-        };
+        } }.m, orig);
       }
     }
     // An extension's functions likewise act only on the extension objects this frame handed out:
@@ -107,19 +125,19 @@
         const d = describe(p, name);
         if (name === 'constructor' || !d || typeof d.value !== 'function') continue;
         const orig = d.value;
-        p[name] = function (...args) {
+        p[name] = disguise({ m(...args) {
           if (!apply(has, mine, [this])) throw new TypeError('Illegal invocation');
           return apply(orig, this, args);
-        };
+        } }.m, orig);
       }
     };
     for (const proto of glProtos) {
       const getExtension = proto.getExtension;
-      proto.getExtension = function (...args) {
+      proto.getExtension = disguise({ m(...args) {
         const ext = apply(getExtension, this, args);
         if (ext !== null && typeof ext === 'object') { apply(add, mine, [ext]); guardExtension(protoOf(ext)); }
         return ext;
-      };
+      } }.m, getExtension);
     }
     return;
   }
@@ -253,7 +271,7 @@
   const wsHas = WeakSet.prototype.has, wsAdd = WeakSet.prototype.add;
   const reTest = RegExp.prototype.test;
   const webglRe = /webgl/i;
-  HTMLCanvasElement.prototype.getContext = function getContext(...args) {
+  HTMLCanvasElement.prototype.getContext = disguise({ m(...args) {
     const ctx = apply(getContextOrig, this, args);
     if (ctx && !apply(wsHas, counted, [this])) {
       const type = '' + args[0];
@@ -261,7 +279,7 @@
       else if (type === '2d') { sc.canvas2dContexts += 1; apply(wsAdd, counted, [this]); }
     }
     return ctx;
-  };
+  } }.m, getContextOrig);
 
   // --- draw calls and triangles per frame ---
   // A draw WebGL refuses (no program, buffers too short for the count) throws nothing and draws
@@ -382,14 +400,14 @@
   const wrapState = (obj, name, n, fn, flags, ctxFor) => {
     const orig = obj[name];
     if (typeof orig !== 'function') return;
-    obj[name] = function (...args) {
+    obj[name] = disguise({ m(...args) {
       numbers(args, n);
       if (flags) for (let k = n; k < args.length; k++) args[k] = !!args[k];
       const out = apply(orig, this, args);
       const ctx = ctxFor ? apply(wmGet, extCtx, [this]) : this;
       if (ctx !== undefined) { try { fn(targetOf(ctx), args); } catch (e) { /* never break the page */ } }
       return out;
-    };
+    } }.m, orig);
   };
   const u32 = (v) => v >>> 0;
   const wrapTarget = (proto) => {
@@ -418,7 +436,7 @@
   const wrapDrawBuffers = (obj, name, ofExtension) => {
     const orig = obj[name];
     if (typeof orig !== 'function') return;
-    obj[name] = function (...args) {
+    obj[name] = disguise({ m(...args) {
       let list = null;
       if (args.length) { list = listOf(args[0]); if (list !== null) args[0] = list; }
       const out = apply(orig, this, args);
@@ -427,7 +445,7 @@
         try { targetOf(ctx).drawNone = list[0] === NONE; } catch (e) { /* never break the page */ }
       }
       return out;
-    };
+    } }.m, orig);
   };
   // The extensions the probe follows act on the context their object came from (getExtension's
   // `this`), noted before the page holds the object: their functions may be called on the object
@@ -438,7 +456,7 @@
   const wrapExtensions = (proto, kit) => {
     const getExtension = proto.getExtension;
     if (typeof getExtension !== 'function') return;
-    proto.getExtension = function (...args) {
+    proto.getExtension = disguise({ m(...args) {
       if (args.length) args[0] = '' + args[0];
       const ext = apply(getExtension, this, args);
       const name = ext ? apply(lower, args[0], []) : '';
@@ -450,7 +468,7 @@
         wrap(protoOf(ext));
       }
       return ext;
-    };
+    } }.m, getExtension);
   };
   const extProtos = new WeakSet();
   const firstTime = (p) => {
@@ -555,7 +573,7 @@
   const wrapDraw = (obj, name, countArg, instArg, kit) => {
     const orig = obj[name];
     if (typeof orig !== 'function') return;
-    obj[name] = function (...args) {
+    obj[name] = disguise({ m(...args) {
       // Numbers once (the native takes them so): a count read twice could draw one and claim another.
       numbers(args, args.length);
       // The native call first: one on anything but a real context throws and counts nothing.
@@ -566,7 +584,7 @@
       ONE_INST[0] = instArg === null ? 1 : args[instArg];
       countDraws(ctx, kit === null ? apply(wmGet, ctxKits, [ctx]) : kit, args[0], 1, ONE_COUNT, 0, ONE_INST, 0);
       return out;
-    };
+    } }.m, orig);
   };
   const wrapInstancedArrays = (p) => {
     if (!firstTime(p)) return;
@@ -600,7 +618,7 @@
     for (let j = 0; j < lists.length; j++) isList[lists[j]] = 1;
     const listArgs = new I32(lists.length);  // filled by hand: no page-replaced iterator is asked
     for (let j = 0; j < lists.length; j++) listArgs[j] = lists[j];
-    p[name] = function (...args) {
+    p[name] = disguise({ m(...args) {
       let known = true;
       for (let k = 0; k < args.length; k++) {
         if (isList[k] !== 1) { args[k] = +args[k]; continue; }
@@ -620,7 +638,7 @@
       const insts = instsArg === null ? null : args[instsArg], instsAt = instsArg === null ? 0 : args[instsArg + 1] >>> 0;
       countDraws(ctx, apply(wmGet, ctxKits, [ctx]), args[0], n, args[countsArg], args[countsArg + 1] >>> 0, insts, instsAt);
       return out;
-    };
+    } }.m, orig);
   };
   const wrapMultiDraw = (p) => {
     if (!firstTime(p)) return;
@@ -662,13 +680,13 @@
     return got;
   };
   const wrapGetError = (proto, getError) => {
-    proto.getError = function getError_() {
+    proto.getError = disguise({ m() {
       const e = apply(wmGet, held, [this]);
       if (e !== undefined) { apply(wmDelete, held, [this]); return e; }
       const now_ = apply(getError, this, []);
       if (now_ !== NO_ERROR) sc.cur.refused = true;
       return now_;
-    };
+    } }.m, getError);
   };
   for (const proto of glProtos) {
     const kit = kitOf(proto);
@@ -737,12 +755,12 @@
   const after = (proto, name, fn, prep) => {
     const orig = proto && proto[name];
     if (typeof orig !== 'function') return;
-    proto[name] = function (...args) {
+    proto[name] = disguise({ m(...args) {
       if (prep) prep(args);
       const out = apply(orig, this, args);
       try { fn(this, args, out); } catch (e) { /* never break the page */ }
       return out;
-    };
+    } }.m, orig);
   };
   const FRAMEBUFFER = 0x8D40, READ_FB = 0x8CA8, DRAW_FB = 0x8CA9, TEXTURE0 = 0x84C0, COLOR_BUFFER_BIT = 0x4000;
   for (const proto of glProtos) {

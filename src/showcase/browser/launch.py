@@ -30,6 +30,9 @@ QUIET_ARGS = [
     "--disable-sync",
     "--no-first-run",
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup",
+    # A page sees the browser a person has: `navigator.webdriver` is false (a page drew its world
+    # only where it was true, that is, only for the check). The user agent is set per page (page.py).
+    "--disable-blink-features=AutomationControlled",
 ]
 
 # "swiftshader" is Chromium's default software GL, the published method's "software GL"; the

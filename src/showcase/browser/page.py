@@ -54,6 +54,12 @@ class PageSession:
     events: PageEvents
 
 
+def person_user_agent(version: str) -> str:
+    """The user agent of the same Chromium run with a window: a headless one says "HeadlessChrome",
+    and a page could show its world only to the check."""
+    return f"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{version} Safari/537.36"
+
+
 async def open_page(
     browser: Browser,
     html: bytes,
@@ -64,7 +70,8 @@ async def open_page(
     """A fresh context and page, routed and listened to; navigation is left to the caller."""
     events = PageEvents()
     context = await browser.new_context(
-        viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=1
+        viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=1,
+        user_agent=person_user_agent(browser.version),
     )
     for script in init_scripts or []:
         await context.add_init_script(script=script)
