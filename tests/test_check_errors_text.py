@@ -2,7 +2,7 @@
 
 Real Chromium. Errors: a page that cancels its `error` and `unhandledrejection` events (a capture
 listener of its own that also stops the others; window.onerror returning true with
-addEventListener replaced; console.error muted; in a srcdoc frame too) leaves nothing in the
+addEventListener replaced; console.error muted; in a srcdoc frame too, sandboxed or not) leaves nothing in the
 browser's record, yet the probe saw each event first: the forgeries fail items 1 and 3 with as
 many errors as their twin, which shows the same errors. Text: French in a closed shadow root,
 German as ::before content, Spanish in a srcdoc frame, Portuguese in a field's value, English no
@@ -18,7 +18,7 @@ from showcase.check.rubric import load_rubric
 
 from checked import check_pages, item
 
-ERROR_TWIN, ERROR_FORGERIES = "errtext_err_twin", ("errtext_err_cancel", "errtext_err_onerror")
+ERROR_TWIN, ERROR_FORGERIES = "errtext_err_twin", ("errtext_err_cancel", "errtext_err_onerror", "errtext_err_sandbox")
 TEXT_TWIN, TEXT_FORGERIES = "errtext_text_twin", ("errtext_text_shadow", "errtext_text_frame")
 NAMES = [ERROR_TWIN, *ERROR_FORGERIES, TEXT_TWIN, *TEXT_FORGERIES, "errtext_text_pt"]
 

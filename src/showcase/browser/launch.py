@@ -29,7 +29,9 @@ QUIET_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup",
+    # A sandboxed frame of the page stays in the page's process, where the probe sees its errors:
+    # in a process of its own, its cancelled errors reached no record (IsolateSandboxedIframes).
+    "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,IsolateSandboxedIframes",
     # A page sees the browser a person has: `navigator.webdriver` is false (a page drew its world
     # only where it was true, that is, only for the check). The user agent is set per page (page.py).
     "--disable-blink-features=AutomationControlled",
