@@ -20,8 +20,9 @@ from showcase.check.rubric import load_rubric
 from showcase.clip.model import ClipResult
 from showcase.gate.log import GateLogLine, GateStats
 from showcase.io import append_jsonl, write_json_atomic
+from showcase.host.monitor import ForeignProcess, LoadSample
 from showcase.run.artefacts import (
-    CommandLine, ContainerLimits, Contract, ContractLimits, ForeignProcess, HarnessInfo, ImageInfo, LoadSample, RunEvent,
+    CommandLine, ContainerLimits, Contract, ContractLimits, HarnessInfo, ImageInfo, RunEvent,
     RunInfo, RunLayout, SamplingFile, SandboxLimits, ToolVersions, VersionRecord,
 )
 from showcase.run.final_choice import choose_final

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 
 from showcase.gate.server import AppServer
 from showcase.run.shot import SHOT_PATH, shot_route
-from showcase.run.untrusted import Refused, read_regular, write_new
+from showcase.host.untrusted import Refused, read_regular, write_new
 from showcase.run.watcher import Watcher
 from showcase.sandbox.space import MAX_DEPTH
 

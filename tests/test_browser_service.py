@@ -66,7 +66,7 @@ def test_a_weighted_service_and_its_browser_hold_the_check_group_until_close():
     """A run's load checks weigh what the final check weighs: beside another run's final check in
     the group, a burst of load checks outside it got almost no CPU while its bounds ran."""
     from showcase.browser.seal import process_tree
-    from showcase.check import cpu_share
+    from showcase.host import cpu_share
     from showcase.check.rubric import load_rubric
 
     group = "/" + cpu_share.GROUP

@@ -15,8 +15,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from showcase.batch.lock import ENV as LOCK_ENV
-from showcase.batch.lock import host_lock_path
+from showcase.host.lock import ENV as LOCK_ENV
+from showcase.host.lock import host_lock_path
 from showcase.io import write_json_atomic
 
 AFTER_LIMIT_S = 3600.0  # image build, final check, clip and report on a busy machine, past the run's own hard stop

@@ -2,7 +2,7 @@
 
 Locally, runs go at once as far as the machine holds them: the sum of their containers' CPU
 and memory limits (plus the run's own browser and gate) stays within the host's cores and
-memory. Their final checks go one at a time per host (showcase.batch.lock).
+memory. Their final checks go one at a time per host (showcase.host.lock).
 """
 
 import asyncio

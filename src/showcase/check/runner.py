@@ -22,23 +22,23 @@ import numpy as np
 from showcase import __version__
 from showcase.browser.bounded import webgl_renderer
 from showcase.browser.cdn import OfflineCdn
-from showcase.task import NpmPackage, Task, load_task
 from showcase.browser.launch import chromium_version, launch_browser
-from showcase.check import cpu_share
+from showcase.browser.seal import browser_pid
+from showcase.check.inputs import ControlInputs, dispatch, new_seed, plan_inputs
+from showcase.check.language import identifier as language_identifier
 from showcase.check.models import CheckReport
 from showcase.check.pixels import changed_share, off_dominant_share, text_mask, to_array
 from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
-from showcase.browser.seal import browser_pid
 from showcase.check.session import BoundedPage, StopMeasuring
 from showcase.check.view import probe_rules
 from showcase.check.visible import Visible, apply_visible
-from showcase.check.inputs import ControlInputs, dispatch, new_seed, plan_inputs
-from showcase.check.language import identifier as language_identifier
 from showcase.check.visible_text import VisibleText, capture as capture_text, visible_text
 from showcase.errors import InfraError, UserError
+from showcase.host import cpu_share
+from showcase.host.monitor import ForeignProcessMonitor
 from showcase.io import write_bytes_atomic
-from showcase.run.monitor import ForeignProcessMonitor
+from showcase.task import NpmPackage, Task, load_task
 
 
 WINDOW_2 = "tour window 2"  # its closing picture is taken during the first control step

@@ -19,9 +19,8 @@ from pydantic import BaseModel
 from showcase.report.rating import Rating, read_rating
 from showcase.check.rubric import load_rubric
 from showcase.gate.log import GateLogLine
-from showcase.run.artefacts import (
-    FinalChoice, ForeignProcess, RunEvent, RunFiles, RunLayout, VersionRecord, read_run,
-)
+from showcase.host.monitor import ForeignProcess
+from showcase.run.artefacts import FinalChoice, RunEvent, RunFiles, RunLayout, VersionRecord, read_run
 from showcase.run.shot import SHOTS_WAITING
 from showcase.run.summary import run_sentences, unfinished_run_sentences, versions_sentence
 

@@ -1,2 +1,2 @@
 """The building blocks of one run: the files it leaves, the page watcher, the final choice,
-the foreign-process monitor, the world's title and the run's plain-English summary."""
+the world's title and the run's plain-English summary."""

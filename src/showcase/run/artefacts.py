@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from showcase.check.models import CheckReport
 from showcase.clip.model import ClipResult
 from showcase.gate.log import GateLogLine, GateStats
+from showcase.host.egress import OutsideAttempts
+from showcase.host.monitor import ForeignProcess, LoadSample
 from showcase.io import scan_jsonl, write_text_atomic
-from showcase.run.egress import OutsideAttempts
 from showcase.run.shot import ShotFigures
 
 SCHEMA_VERSION = 1
@@ -358,23 +359,6 @@ class ContainerLimits(_Strict):
     pids: int | None = Field(description="process-count limit in force; null: none")
     peak_memory_bytes: int | None = Field(None, description="the most memory the container used, in bytes (the kernel's "
                                           "peak of its memory cgroup, page cache and tmpfs included); null: not readable")
-
-
-class ForeignProcess(_Strict):
-    """A process on the host, not part of this run, that used CPU while the run went."""
-
-    pid: int = Field(description="process id")
-    name: str = Field(description="process name")
-    cmdline: str = Field(description="command line, first 120 characters")
-    peak_cpu_percent: float = Field(description="highest CPU use between two samples, percent of one CPU")
-    cpu_seconds: float = Field(description="CPU seconds it used while the run was being watched")
-
-
-class LoadSample(_Strict):
-    t_s: float = Field(description="seconds since the monitor started")
-    load1: float = Field(description="host 1-minute load average")
-    load5: float = Field(description="host 5-minute load average")
-    load15: float = Field(description="host 15-minute load average")
 
 
 class RunInfo(_Strict):

@@ -20,13 +20,13 @@ from typing import Callable
 
 
 from showcase import __version__
-from showcase.batch.lock import hold_final_check, release_final_check
 from showcase.errors import InfraError, UserError
+from showcase.host.lock import hold_final_check, release_final_check
+from showcase.host.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
 from showcase.run.artefacts import RunEvent, RunLayout
 from showcase.run.options import RunOptions
 from showcase.run.shot import ShotFigures, shot_route, write_tools
-from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
 from showcase.sandbox.base import RUN_LABEL, EngineUnanswered, ExitInfo
 from showcase.task import DEFAULT_OUTPUT_FILE, Task, load_task
 from showcase.visible import visible
@@ -478,8 +478,8 @@ def _kill_sandbox(sandbox, report: Teardown) -> None:
 
 def monitor_egress(sandbox, report: Teardown, stack: ExitStack) -> None:
     """Who else used the CPU, and what the agent tried to reach outside, while the sandbox ran."""
-    from showcase.run.egress import EgressWatch
-    from showcase.run.monitor import ForeignProcessMonitor
+    from showcase.host.egress import EgressWatch
+    from showcase.host.monitor import ForeignProcessMonitor
 
     egress = EgressWatch.start(_safe(sandbox.host_pid))
 
@@ -742,7 +742,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         choice = catch_up.choose()
         chosen = layout.versions_dir / choice.file if choice.file else None
         if chosen is not None:
-            held = hold_final_check(say)  # a batch's runs check one at a time per host (showcase.batch.lock)
+            held = hold_final_check(say)  # a batch's runs check one at a time per host (showcase.host.lock)
             try:
                 score_version(state, chosen, choice.n, npm_dir, say, clip, clip_seconds,
                               beside_clip=catch_up.backlog if early else None)
@@ -855,7 +855,8 @@ def score_version(state: FinalizeState, chosen: Path, n: int, npm_dir: Path | No
 def run_info(state: FinalizeState, versions, choice, chosen: Path | None):
     """run-info.json: the run's figures from its events, the gate's stats and the contract."""
     from showcase.gate.log import GateStats, stats_from_log
-    from showcase.run.artefacts import ContainerLimits, ForeignProcess, LoadSample, RunInfo
+    from showcase.host.monitor import ForeignProcess, LoadSample
+    from showcase.run.artefacts import ContainerLimits, RunInfo
     from showcase.run.summary import with_summary
     from showcase.run.title import world_title
 

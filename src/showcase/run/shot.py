@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular, write_new
+from showcase.host.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular, write_new
 from showcase.task import DEFAULT_OUTPUT_FILE
 
 SHOT_PATH = "/_showcase/shot"
