@@ -24,7 +24,7 @@ COMMANDS: dict[str, str] = {
     "clip": "showcase.clip.cli",
     "replay": "showcase.replay",
     "report": "showcase.report.cli",
-    "rate": "showcase.report.rating",
+    "rate": "showcase.report.cli",
     "run": "showcase.run.cli",
     "demo": "showcase.run.cli",
     "finalize": "showcase.run.cli",

@@ -15,7 +15,9 @@ from showcase import __version__
 from showcase.batch.job import Job, JobResult, execute_job, has_report
 from showcase.batch.plan import Plan, Setup, load_plan, planned_runs, replay_script_path, resolve
 from showcase.batch.record import BatchRecord, RunState, now_iso, read_record
+from showcase.batch.remote import run_jobs
 from showcase.errors import ShowcaseError, UserError
+from showcase.host.cluster import RayCluster
 
 HOST_MEMORY_PER_RUN = 1 << 30  # the run's own browser (load checks, shot.sh), gate and watcher beside its container
 CHECK_CAP_BYTES = 4 << 20
@@ -152,8 +154,6 @@ def run_batch(plan_path: Path, out: Path, say: Callable[[str], None] = print,
     _probe_upstreams(plan, plan_path)
     cluster = None
     if ray_address is not None:
-        from showcase.batch.remote import RayCluster
-
         cluster = RayCluster.connect(ray_address)
     else:
         _prepare_images(plan, say)
@@ -200,7 +200,7 @@ def run_batch(plan_path: Path, out: Path, say: Callable[[str], None] = print,
     pending = [jobs[s.name] for s in record.runs if s.state == "pending"]
     if cluster is not None:
         try:
-            cluster.run_jobs(pending, out, started, finished, say)
+            run_jobs(cluster, pending, out, started, finished, say)
         finally:
             cluster.close()
     else:
