@@ -21,7 +21,8 @@ from showcase.check.quick import QUICK_RENDERER, load_check
 from showcase.errors import InfraError
 from showcase.gate.server import AppServer
 from showcase.run.orchestrate import _quick_check_dict
-from showcase.run.shot import BUSY_EXIT, SHOTS_WAITING, ShotFigures, shot_route, write_tools
+from showcase.run.shot import BUSY_EXIT, shot_route, write_tools
+from showcase.runfolder.artefacts import SHOTS_WAITING, ShotFigures
 
 pytestmark = pytest.mark.browser
 

@@ -71,7 +71,7 @@ def build_jobs(plan: Plan, plan_path: Path, host_cpus: float) -> dict[str, Job]:
 
 def _probe_upstreams(plan: Plan, plan_path: Path) -> None:
     from showcase.gate.probe import probe_upstream
-    from showcase.run.artefacts import redact_text
+    from showcase.runfolder.artefacts import redact_text
 
     key = os.environ.get("SHOWCASE_UPSTREAM_KEY")
     for i, setup in enumerate(plan.setup, 1):

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from showcase.errors import UserError
 from showcase.io import write_json_atomic
-from showcase.run.artefacts import FinalChoice, RunLayout, read_json_model
+from showcase.runfolder.artefacts import FinalChoice, RunLayout, read_json_model
 
 RATING_NAME = "rating.json"
 MAX_NOTE_CHARS = 4000  # a note is a few sentences; a bound keeps every page that shows it small

@@ -21,9 +21,9 @@ from showcase.gate.log import GateLogLine, GateStats
 from showcase.host.egress import OutsideAttempts
 from showcase.host.monitor import ForeignProcess, LoadSample
 from showcase.io import scan_jsonl, write_text_atomic
-from showcase.run.shot import ShotFigures
 
 SCHEMA_VERSION = 1
+SHOTS_WAITING = 3  # shot.sh requests that may wait while one is checked; more are answered "busy" at once
 
 
 @dataclass(frozen=True)
@@ -359,6 +359,17 @@ class ContainerLimits(_Strict):
     pids: int | None = Field(description="process-count limit in force; null: none")
     peak_memory_bytes: int | None = Field(None, description="the most memory the container used, in bytes (the kernel's "
                                           "peak of its memory cgroup, page cache and tmpfs included); null: not readable")
+
+
+class ShotFigures(BaseModel):
+    """What shot.sh's endpoint did with the requests it got: run-info.json's shot_requests."""
+
+    asked: int = Field(0, ge=0, description="shot.sh requests that reached the host")
+    answered: int = Field(0, ge=0, description="answered with the check's result, or with why the file was not checked")
+    busy: int = Field(0, ge=0, description=f"answered at once with 429 'busy, try again': one check ran and "
+                      f"{SHOTS_WAITING} more waited already")
+    dropped: int = Field(0, ge=0, description="not checked: the caller had gone before its check started "
+                         "(or while it was still sending its request)")
 
 
 class RunInfo(_Strict):
