@@ -164,6 +164,7 @@ def _log_tail(log: Path, cap: int = 1 << 20) -> bytes:
 # ---------------------------------------------------------------------------------------------
 # The head's side.
 
+
 def run_jobs(cluster: RayCluster, jobs: list[Job], out: Path, started, finished: Callable[[JobResult], None], say) -> None:
     """Every job on the cluster; each folder brought back into out as its job ends."""
     ray = cluster.ray
