@@ -15,7 +15,7 @@ import statistics
 import time
 
 from showcase.browser.launch import launch_browser
-from showcase.check import cpu_share
+from showcase.host import cpu_share
 from showcase.check.rubric import load_rubric
 from showcase.check.runner import check_page
 

@@ -1,5 +1,5 @@
 """Write plausible run folders for the report tests: every file on the model its writer uses
-(showcase.run.artefacts and the gate's, check's and clip's models), written by the project's
+(showcase.runfolder.artefacts and the gate's, check's and clip's models), written by the project's
 own writers (showcase.io), with a real PNG (Pillow) and a real H.264 clip (ffmpeg). A renamed
 field fails here, before any report is drawn.
 """
@@ -19,9 +19,10 @@ from showcase.check.models import CheckReport, ItemResult
 from showcase.check.rubric import load_rubric
 from showcase.clip.model import ClipResult
 from showcase.gate.log import GateLogLine, GateStats
+from showcase.host.monitor import ForeignProcess, LoadSample
 from showcase.io import append_jsonl, write_json_atomic
-from showcase.run.artefacts import (
-    CommandLine, ContainerLimits, Contract, ContractLimits, ForeignProcess, HarnessInfo, ImageInfo, LoadSample, RunEvent,
+from showcase.runfolder.artefacts import (
+    CommandLine, ContainerLimits, Contract, ContractLimits, HarnessInfo, ImageInfo, RunEvent,
     RunInfo, RunLayout, SamplingFile, SandboxLimits, ToolVersions, VersionRecord,
 )
 from showcase.run.final_choice import choose_final

@@ -19,7 +19,7 @@ import pytest
 
 import ray  # the ray extra; scripts/setup.sh installs it for the tests (a missing Ray fails here, never skips)
 
-from showcase.batch.remote import wait_for_resource
+from showcase.host.cluster import wait_for_resource
 from test_batch import passed_items, short_script, write_plan
 
 pytestmark = [pytest.mark.docker, pytest.mark.browser]

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 
 from showcase.gate.server import AppServer
 from showcase.run.shot import SHOT_PATH, shot_route
-from showcase.run.untrusted import Refused, read_regular, write_new
+from showcase.host.untrusted import Refused, read_regular, write_new
 from showcase.run.watcher import Watcher
 from showcase.sandbox.space import MAX_DEPTH
 
@@ -487,7 +487,7 @@ def test_limits_must_be_finite_and_positive(tmp_path, flag, value):
 def test_refusals_are_recorded_once_each_and_bounded(tmp_path):
     """shot.sh can name any number of made-up files: events.jsonl gains a bounded number of lines,
     and a second recorder over the same run (finalize) adds none it already has."""
-    from showcase.run.layout import RunLayout
+    from showcase.runfolder.artefacts import RunLayout
     from showcase.run.orchestrate import MAX_REFUSALS, EventLog, _refusal_recorder, read_events
 
     layout = RunLayout(tmp_path / "run")

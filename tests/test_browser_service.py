@@ -21,7 +21,8 @@ from showcase.check.quick import QUICK_RENDERER, load_check
 from showcase.errors import InfraError
 from showcase.gate.server import AppServer
 from showcase.run.orchestrate import _quick_check_dict
-from showcase.run.shot import BUSY_EXIT, SHOTS_WAITING, ShotFigures, shot_route, write_tools
+from showcase.run.shot import BUSY_EXIT, shot_route, write_tools
+from showcase.runfolder.artefacts import SHOTS_WAITING, ShotFigures
 
 pytestmark = pytest.mark.browser
 
@@ -66,7 +67,7 @@ def test_a_weighted_service_and_its_browser_hold_the_check_group_until_close():
     """A run's load checks weigh what the final check weighs: beside another run's final check in
     the group, a burst of load checks outside it got almost no CPU while its bounds ran."""
     from showcase.browser.seal import process_tree
-    from showcase.check import cpu_share
+    from showcase.host import cpu_share
     from showcase.check.rubric import load_rubric
 
     group = "/" + cpu_share.GROUP

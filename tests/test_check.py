@@ -315,7 +315,7 @@ def test_quick_load_check(tmp_path):
 
 def test_frame_rate_points_follow_the_methods_thresholds():
     from showcase.browser.page import PageEvents
-    from showcase.check.runner import Measurements
+    from showcase.check.measurements import Measurements
     from showcase.check.scoring import score
 
     def points(fps: float) -> float:
@@ -354,7 +354,7 @@ def test_a_control_step_without_its_screenshot_is_not_measured():
     """Measuring that stopped after the last step's frames, before its screenshot, leaves the
     controls "not measured" with the reason: never a crash of the scorer, never a point."""
     from showcase.browser.page import PageEvents
-    from showcase.check.runner import Measurements
+    from showcase.check.measurements import Measurements
     from showcase.check.scoring import score
 
     step = {"camera": True, "renders": 3, "frames": 3, "seconds": 1.0, "signed_zoom": 0.0, "signed_yaw": 0.0,

@@ -9,7 +9,7 @@ import uuid
 
 from showcase.browser.launch import launch_browser
 from showcase.browser.seal import browser_pid, proc_type, process_tree
-from showcase.check import cpu_share
+from showcase.host import cpu_share
 from showcase.check.rubric import load_rubric
 
 GROUP = "/" + cpu_share.GROUP

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from showcase.check import cpu_share
+from showcase.host import cpu_share
 from showcase.check.models import CheckReport
 from showcase.check.rubric import load_rubric
 from showcase.check.runner import check_page

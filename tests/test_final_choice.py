@@ -2,7 +2,7 @@
 
 import pytest
 
-from showcase.run.artefacts import VersionRecord
+from showcase.runfolder.artefacts import VersionRecord
 from showcase.run.final_choice import choose_final
 
 

@@ -186,9 +186,9 @@ def test_a_run_gate_waits_for_a_non_streamed_answer_until_the_hard_stop(tmp_path
     """An answer's time bound is the run's: a non-streamed answer (the builtin agent's and
     mini-swe-agent's) arrives whole, so the run's gate waits for it until the hard stop, not a
     fixed 30 minutes. (Checked on the gate the run builds, not by waiting 30 minutes.)"""
-    from showcase.run.layout import RunLayout
     from showcase.run.options import RunOptions
     from showcase.run.orchestrate import RunPlan, make_gate
+    from showcase.runfolder.artefacts import RunLayout
     from showcase.task import load_task
 
     limit_s = 7200
@@ -210,10 +210,9 @@ def test_a_run_gate_waits_for_a_non_streamed_answer_until_the_hard_stop(tmp_path
 def shot_gate(tmp_path):
     """The run's own gate with its shot.sh route (make_gate, as showcase run builds it), over TCP."""
     from showcase.gate.server import GateServer
-    from showcase.run.layout import RunLayout
     from showcase.run.options import RunOptions
     from showcase.run.orchestrate import RunPlan, _quick_check_dict, make_gate
-    from showcase.run.shot import ShotFigures
+    from showcase.runfolder.artefacts import RunLayout, ShotFigures
     from showcase.task import load_task
 
     opts = RunOptions(upstream="http://127.0.0.1:9/v1", model="m", out=tmp_path / "run", limit_s=7200)

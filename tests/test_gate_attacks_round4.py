@@ -438,10 +438,9 @@ def shot_gate(tmp_path):
     """The run's own gate with its shot.sh route (make_gate, as showcase run builds it), over TCP.
     No test here gets as far as a browser: every request is answered before a page is loaded."""
     from showcase.gate.server import GateServer
-    from showcase.run.layout import RunLayout
     from showcase.run.options import RunOptions
     from showcase.run.orchestrate import RunPlan, _quick_check_dict, make_gate
-    from showcase.run.shot import ShotFigures
+    from showcase.runfolder.artefacts import RunLayout, ShotFigures
     from showcase.task import load_task
 
     opts = RunOptions(upstream="http://127.0.0.1:9/v1", model="m", out=tmp_path / "run", limit_s=7200)

@@ -10,7 +10,7 @@ import pytest
 
 from showcase.errors import InfraError
 from showcase.harness import NpmPackage
-from showcase.run.egress import EgressWatch
+from showcase.host.egress import EgressWatch
 from showcase.sandbox.image import NODE, _check_integrity, ensure_image
 
 pytestmark = pytest.mark.docker

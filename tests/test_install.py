@@ -77,7 +77,7 @@ def test_schema_runs_without_the_heavy_libraries(venv):
     assert out.returncode == 0, out.stderr
     assert "prompt_sha256" in json.loads(out.stdout)["properties"]
     loaded = _run(venv, "python", "-c", (
-        "import sys; from showcase.cli import app, main; import showcase.run.artefacts, showcase.report.load;"
+        "import sys; from showcase.cli import app, main; import showcase.runfolder.artefacts, showcase.report.load;"
         f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
     ))
     assert loaded.returncode == 0, loaded.stderr

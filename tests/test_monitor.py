@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from showcase.run.monitor import ForeignProcessMonitor
+from showcase.host.monitor import ForeignProcessMonitor
 
 # The foreign process: well above the 1 CPU-second threshold. /proc's tick-based CPU accounting
 # read 0.84 s for a 1.2 s burn (by the process's own clock) on a loaded VM: keep a wide margin.

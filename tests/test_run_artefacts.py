@@ -10,7 +10,7 @@ import threading
 import pytest
 from pydantic import ValidationError
 
-from showcase.run.artefacts import (
+from showcase.runfolder.artefacts import (
     CommandLine,
     Contract,
     ContractLimits,
@@ -184,7 +184,7 @@ def test_gate_log_of_a_killed_gate_reads_without_its_torn_line(tmp_path):
 def test_a_run_folder_written_by_the_writers_reads_back_whole(tmp_path):
     """Every file the test run folder holds matches the model its reader uses: nothing is left out."""
     from runfolder import make_run
-    from showcase.run.artefacts import read_run
+    from showcase.runfolder.artefacts import read_run
 
     files = read_run(make_run(tmp_path, "r", clip_source=None, n_versions=3, agent_shots=1))
     assert files.problems == []

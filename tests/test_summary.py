@@ -1,8 +1,8 @@
 """The run's plain-English sentences, on the spec's example and the awkward cases."""
 
-from showcase.run.artefacts import ContainerLimits, RunInfo, VersionRecord
 from showcase.run.final_choice import choose_final
 from showcase.run.summary import run_sentences, versions_sentence, with_summary
+from showcase.runfolder.artefacts import ContainerLimits, RunInfo, VersionRecord
 
 
 def info(**changes) -> RunInfo:

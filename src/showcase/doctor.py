@@ -10,9 +10,9 @@ from rich.table import Table
 
 from showcase.browser.cdn import default_npm_dir, ensure_npm_cache
 from showcase.browser.launch import chromium_version, seal_check
-from showcase.check import cpu_share
 from showcase.check.rubric import load_rubric
 from showcase.errors import ShowcaseError
+from showcase.host import cpu_share
 from showcase.task import DEFAULT_TASK, load_task
 
 

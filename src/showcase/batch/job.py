@@ -15,8 +15,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from showcase.batch.lock import ENV as LOCK_ENV
-from showcase.batch.lock import host_lock_path
+from showcase.host.lock import ENV as LOCK_ENV
+from showcase.host.lock import host_lock_path
 from showcase.io import write_json_atomic
 
 AFTER_LIMIT_S = 3600.0  # image build, final check, clip and report on a busy machine, past the run's own hard stop
@@ -142,7 +142,7 @@ def execute_job(job: Job, root: Path, on_start: Callable[[int, float], None] = l
 
 def record_node(folder: Path, node: str) -> None:
     """contract.json on its own model, with the node the run ran on."""
-    from showcase.run.artefacts import Contract
+    from showcase.runfolder.artefacts import Contract
 
     path = folder / "contract.json"
     try:
@@ -155,7 +155,7 @@ def record_node(folder: Path, node: str) -> None:
 
 
 def _execute(job: Job, root: Path, on_start, say, node: str) -> JobResult:
-    from showcase.run.artefacts import RunLayout
+    from showcase.runfolder.artefacts import RunLayout
 
     folder, log = root / job.name, root / "logs" / f"{job.name}.log"
     env = {**os.environ, LOCK_ENV: str(host_lock_path(root))}

@@ -2,7 +2,7 @@
 
 Locally, runs go at once as far as the machine holds them: the sum of their containers' CPU
 and memory limits (plus the run's own browser and gate) stays within the host's cores and
-memory. Their final checks go one at a time per host (showcase.batch.lock).
+memory. Their final checks go one at a time per host (showcase.host.lock).
 """
 
 import asyncio
@@ -15,7 +15,9 @@ from showcase import __version__
 from showcase.batch.job import Job, JobResult, execute_job, has_report
 from showcase.batch.plan import Plan, Setup, load_plan, planned_runs, replay_script_path, resolve
 from showcase.batch.record import BatchRecord, RunState, now_iso, read_record
+from showcase.batch.remote import run_jobs
 from showcase.errors import ShowcaseError, UserError
+from showcase.host.cluster import RayCluster
 
 HOST_MEMORY_PER_RUN = 1 << 30  # the run's own browser (load checks, shot.sh), gate and watcher beside its container
 CHECK_CAP_BYTES = 4 << 20
@@ -69,7 +71,7 @@ def build_jobs(plan: Plan, plan_path: Path, host_cpus: float) -> dict[str, Job]:
 
 def _probe_upstreams(plan: Plan, plan_path: Path) -> None:
     from showcase.gate.probe import probe_upstream
-    from showcase.run.artefacts import redact_text
+    from showcase.runfolder.artefacts import redact_text
 
     key = os.environ.get("SHOWCASE_UPSTREAM_KEY")
     for i, setup in enumerate(plan.setup, 1):
@@ -152,8 +154,6 @@ def run_batch(plan_path: Path, out: Path, say: Callable[[str], None] = print,
     _probe_upstreams(plan, plan_path)
     cluster = None
     if ray_address is not None:
-        from showcase.batch.remote import RayCluster
-
         cluster = RayCluster.connect(ray_address)
     else:
         _prepare_images(plan, say)
@@ -200,7 +200,7 @@ def run_batch(plan_path: Path, out: Path, say: Callable[[str], None] = print,
     pending = [jobs[s.name] for s in record.runs if s.state == "pending"]
     if cluster is not None:
         try:
-            cluster.run_jobs(pending, out, started, finished, say)
+            run_jobs(cluster, pending, out, started, finished, say)
         finally:
             cluster.close()
     else:

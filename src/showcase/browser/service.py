@@ -15,7 +15,7 @@ running at a time, version checks open between two shots. A browser that dies is
 restart told to `on_restart`, and the job that met the crash is tried once more in the new one.
 
 With `cpu_weight`, the service's process (and so its driver and browser) is in the check's CPU
-group (showcase.check.cpu_share) from the first launch to `close`: a load check's bounds are in
+group (showcase.host.cpu_share) from the first launch to `close`: a load check's bounds are in
 seconds, and beside a final check of another run at that weight, outside it, a burst of load
 checks could starve into a verdict of "frozen".
 """
@@ -37,6 +37,7 @@ from playwright.async_api import Browser
 from showcase.browser import seal
 from showcase.browser.launch import launch_browser
 from showcase.errors import InfraError
+from showcase.host import cpu_share
 
 log = logging.getLogger(__name__)
 
@@ -273,8 +274,6 @@ class BrowserService:
                 await self._drop_browser()
                 await self._relaunched("the browser was gone when a job came")
             if self.cpu_weight is not None and self.cpu_share is None:
-                from showcase.check import cpu_share
-
                 # Before the launch: Playwright's driver and the browser inherit the group.
                 self.cpu_share = self._share.enter_context(cpu_share.raised(self.cpu_weight))
             cm = launch_browser(self.renderer, [self.marker])

@@ -2,7 +2,6 @@
 
 import asyncio
 import json
-import traceback
 from pathlib import Path
 
 import typer
@@ -12,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from showcase.check.models import CheckReport
+from showcase.check.remote import check_on_ray
 from showcase.check.runner import check_page, read_page, write_report
-from showcase.errors import InfraError, ShowcaseError, UserError
+from showcase.errors import InfraError, InternalError, ShowcaseError, UserError
 from showcase.visible import visible
 
 err = Console(stderr=True)
@@ -90,8 +90,6 @@ def check(
     if ray is not None and seed is not None:
         raise UserError("--seed applies to checks run here; with --ray each page draws its own seed (its check.json records it)")
     if ray is not None:
-        from showcase.batch.remote import check_on_ray
-
         reports, failures, _ = check_on_ray(htmls, dirs, npm_dir, ray)
         reports = {p: reports[p] for p in htmls if p in reports}
     else:
@@ -143,19 +141,6 @@ async def _check_all(htmls: dict[Path, bytes], dirs: dict[Path, Path], npm_dir: 
 
         await asyncio.gather(*(one(p, h) for p, h in htmls.items()))
     return {p: reports[p] for p in htmls if p in reports}, failures
-
-
-class InternalError(ShowcaseError):
-    """A fault in showcase's own check code while scoring one page (exit 1): a bug to report."""
-
-    def __init__(self, exc: BaseException | str):
-        if isinstance(exc, BaseException):
-            line = str(exc).splitlines()[0] if str(exc) else ""
-            where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-            at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
-            exc = (f"showcase's own check code failed ({type(exc).__name__}: {line}{at}); "
-                   "this is a bug in showcase, not a fault of the page or the machine")
-        super().__init__(exc)
 
 
 def register(app: typer.Typer) -> None:

@@ -46,7 +46,7 @@ class Rubric(BaseModel):
     version: str
     renderer: str
     viewport: tuple[int, int]
-    cpu_weight_factor: float = Field(description="the check runs with this many times the default CPU weight (showcase.check.cpu_share)")
+    cpu_weight_factor: float = Field(description="the check runs with this many times the default CPU weight (showcase.host.cpu_share)")
     timing: Timing
     items: dict[str, ItemSpec] = Field(description="keyed by item id: '1'..'10', '6a', '6b'")
 

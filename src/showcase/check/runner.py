@@ -13,7 +13,7 @@ import json
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,24 +22,25 @@ import numpy as np
 from showcase import __version__
 from showcase.browser.bounded import webgl_renderer
 from showcase.browser.cdn import OfflineCdn
-from showcase.task import NpmPackage, Task, load_task
 from showcase.browser.launch import chromium_version, launch_browser
-from showcase.check import cpu_share
+from showcase.browser.seal import browser_pid
+from showcase.check.inputs import ControlInputs, dispatch, new_seed, plan_inputs
+from showcase.check.language import identifier as language_identifier
+from showcase.check.measurements import Measurements
 from showcase.check.models import CheckReport
 from showcase.check.pixels import changed_share, off_dominant_share, text_mask, to_array
 from showcase.check.rubric import Rubric, load_rubric, load_script
 from showcase.check.scoring import score
-from showcase.browser.seal import browser_pid
 from showcase.check.session import BoundedPage, StopMeasuring
 from showcase.check.view import probe_rules
 from showcase.check.visible import Visible, apply_visible
-from showcase.check.inputs import ControlInputs, dispatch, new_seed, plan_inputs
-from showcase.check.language import identifier as language_identifier
 from showcase.check.visible_text import VisibleText, capture as capture_text, visible_text
 from showcase.check.text_ink import capture as capture_ink, ink_boxes
 from showcase.errors import InfraError, UserError
+from showcase.host import cpu_share
+from showcase.host.monitor import ForeignProcessMonitor
 from showcase.io import write_bytes_atomic
-from showcase.run.monitor import ForeignProcessMonitor
+from showcase.task import NpmPackage, Task, load_task
 
 
 WINDOW_2 = "tour window 2"  # its closing picture is taken during the first control step
@@ -58,34 +59,6 @@ def slot_of(name: str) -> int:
 class Shot:
     png: bytes
     rgb: np.ndarray
-
-
-@dataclass
-class Measurements:
-    """Raw figures of one session; scoring turns them into items."""
-
-    nav_error: str | None = None
-    ready_after_s: float | None = None
-    load_end_s: float = 0.0            # end of "while loading", seconds since events.t0
-    blank_share: float | None = None
-    windows: list[dict] = field(default_factory=list)
-    world: dict | None = None
-    animation: dict | None = None
-    text: str | None = None
-    text_sources: dict[str, int] = field(default_factory=dict)  # pieces of visible text kept, by where they came from
-    text_dropped: int = 0               # pieces of text no person sees (hidden, transparent, clipped, off the page)
-    steps: dict[str, dict] = field(default_factory=dict)
-    webgl_contexts: int | None = None
-    canvas2d_contexts: int | None = None
-    stopped: str | None = None          # why measuring stopped early
-    stopped_phase: str | None = None    # the phase it stopped in
-    phases: dict[str, float] = field(default_factory=dict)
-    last_shot: bytes | None = None
-    observed_s: float = 0.0
-    gl_pictures: bool | None = None     # whether the probe could take pictures of what WebGL drew
-    blank_screen_share: float | None = None  # item 4 on the screenshot alone (blank_share: also what WebGL drew, seen)
-    blank_webgl_share: float | None = None
-    visible_canvases: dict | None = None     # per WebGL canvas: how much of its drawing was seen (visible.py)
 
 
 class _Measure:

@@ -1,15 +1,11 @@
 """From measurements to the ten items, the total and the one plain-English summary."""
 
-from typing import TYPE_CHECKING
-
 from showcase.browser.page import PageEvents
+from showcase.check import view
 from showcase.check.language import judge_english
+from showcase.check.measurements import Measurements
 from showcase.check.models import ItemResult
 from showcase.check.rubric import ITEM_ORDER, Rubric
-from showcase.check import view
-
-if TYPE_CHECKING:
-    from showcase.check.runner import Measurements
 
 ANIMATION_KINDS = [  # (figure, label for one, label for many)
     ("nodes", "animated node", "animated nodes"),
@@ -40,7 +36,7 @@ def _n(x: float) -> str:
 
 
 class _Scorer:
-    def __init__(self, m: "Measurements", events: PageEvents, rubric: Rubric):
+    def __init__(self, m: Measurements, events: PageEvents, rubric: Rubric):
         self.m, self.ev, self.r = m, events, rubric
         self.not_measured = f"not measured: {m.stopped}" if m.stopped else "not measured"
         self.good: dict[str, str] = {}  # item id -> phrase for the summary when it passed
@@ -452,7 +448,7 @@ def _own(step: dict, before: tuple[float, float], after: tuple[float, float]) ->
     return (ra + (rb - ra) * k) * dur, abs(rb - ra) * dur
 
 
-def score(m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | None = None,
+def score(m: Measurements, events: PageEvents, rubric: Rubric, frozen: str | None = None,
           left: str | None = None) -> tuple[list[ItemResult], float, str]:
     sc = _Scorer(m, events, rubric)
     items = [sc.loads(), sc.ready(), sc.console(), sc.blank(), sc.fps(), sc.world(), sc.english(),
@@ -462,7 +458,7 @@ def score(m: "Measurements", events: PageEvents, rubric: Rubric, frozen: str | N
     return items, total, summary(items, total, rubric.max_total, sc.good, m, frozen, left)
 
 
-def summary(items: list[ItemResult], total: float, max_total: float, good: dict[str, str], m: "Measurements",
+def summary(items: list[ItemResult], total: float, max_total: float, good: dict[str, str], m: Measurements,
             frozen: str | None, left: str | None) -> str:
     """One plain-English account: what works, then what the lost points are."""
     phrases: list[str] = []

@@ -276,7 +276,7 @@ FRAME_KEYS = ("draws_per_frame", "parts_per_frame", "triangles_per_frame")
 
 
 def apply_visible(m, vis: Visible, canvas_max_by_id: dict[int, dict], rubric, step_names: tuple[str, ...]) -> None:
-    """Weigh the session's figures (runner.Measurements `m`) by what was seen, in place.
+    """Weigh the session's figures (measurements.Measurements `m`) by what was seen, in place.
 
     - each window's and step's `gl_share`: what WebGL drew changed where it was seen (the probe's
       figure, which counts a canvas nobody sees, is kept as `gl_drawn_share`);

@@ -1,4 +1,5 @@
-"""`showcase report RUN_DIR [RUN_DIR...] [-o OUT]`: a page for a person to look at."""
+"""`showcase report RUN_DIR [RUN_DIR...] [-o OUT]`: a page for a person to look at; `showcase rate RUN_DIR`:
+your own rating of its page (rating.json, report/rating.py)."""
 
 import json
 from pathlib import Path
@@ -6,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from showcase.report.rating import write_rating
 from showcase.report.render import write_comparison, write_run_report
 
 
@@ -36,5 +38,25 @@ def report(
         Console().print(f"wrote {path}", highlight=False)
 
 
+def rate(
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="The run folder whose page you rate.", show_default=False),
+    score: float = typer.Option(..., "--score", help="Your score of the page, 0 to 10.", show_default=False),
+    note: str = typer.Option("", "--note", help="What you saw, in a few words."),
+    who: str = typer.Option(None, "--who", help="Who rates (default: your login name)."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not refresh the run's report.html."),
+    as_json: bool = typer.Option(False, "--json", help="Print the rating as JSON."),
+) -> None:
+    """Store your own rating of a run's page in RUN_DIR/rating.json (replacing an earlier one);
+    the run's report and any comparison show it."""
+    rating = write_rating(run_dir, score, note, who)
+    if not no_report:
+        write_run_report(run_dir)
+    if as_json:
+        print(json.dumps(rating.model_dump(mode="json")))
+    else:
+        Console().print(f"rated {run_dir}: {rating.score:g} / 10 by {rating.who}", markup=False, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(report)
+    app.command()(rate)

@@ -1,4 +1,4 @@
-"""One run folder as the report shows it: the files read through showcase.run.artefacts, on the
+"""One run folder as the report shows it: the files read through showcase.runfolder.artefacts, on the
 models their writers use, plus what the page derives from them (versions with their files,
 tokens over time, the moments of the run).
 
@@ -16,13 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from showcase.report.rating import Rating, read_rating
 from showcase.check.rubric import load_rubric
 from showcase.gate.log import GateLogLine
-from showcase.run.artefacts import (
-    FinalChoice, ForeignProcess, RunEvent, RunFiles, RunLayout, VersionRecord, read_run,
+from showcase.host.monitor import ForeignProcess
+from showcase.report.rating import Rating, read_rating
+from showcase.runfolder.artefacts import (
+    SHOTS_WAITING, FinalChoice, RunEvent, RunFiles, RunLayout, VersionRecord, read_run,
 )
-from showcase.run.shot import SHOTS_WAITING
 from showcase.run.summary import run_sentences, unfinished_run_sentences, versions_sentence
 
 _IMAGE_EXT = (".png", ".jpg", ".jpeg", ".webp")

@@ -1,4 +1,4 @@
-"""rating.json: a person's own rating of a run's page, and `showcase rate RUN --score 7.5 --note "..."`.
+"""rating.json: a person's own rating of a run's page (`showcase rate RUN --score 7.5 --note "..."`, report/cli.py).
 
 The published method weighs a reviewer's own rating beside the browser check, so it is a file of
 the run like the others: a pydantic model with a schema (`showcase schema rating`), written
@@ -8,17 +8,14 @@ atomically, read back on the same model by the report.
 from __future__ import annotations
 
 import getpass
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-import typer
 from pydantic import BaseModel, ConfigDict, Field
-from rich.console import Console
 
 from showcase.errors import UserError
 from showcase.io import write_json_atomic
-from showcase.run.artefacts import FinalChoice, RunLayout, read_json_model
+from showcase.runfolder.artefacts import FinalChoice, RunLayout, read_json_model
 
 RATING_NAME = "rating.json"
 MAX_NOTE_CHARS = 4000  # a note is a few sentences; a bound keeps every page that shows it small
@@ -67,28 +64,3 @@ def write_rating(run_dir: Path, score: float, note: str = "", who: str | None = 
     )
     write_json_atomic(rating_path(run_dir), rating)
     return rating
-
-
-def rate(
-    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="The run folder whose page you rate.", show_default=False),
-    score: float = typer.Option(..., "--score", help="Your score of the page, 0 to 10.", show_default=False),
-    note: str = typer.Option("", "--note", help="What you saw, in a few words."),
-    who: str = typer.Option(None, "--who", help="Who rates (default: your login name)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not refresh the run's report.html."),
-    as_json: bool = typer.Option(False, "--json", help="Print the rating as JSON."),
-) -> None:
-    """Store your own rating of a run's page in RUN_DIR/rating.json (replacing an earlier one);
-    the run's report and any comparison show it."""
-    rating = write_rating(run_dir, score, note, who)
-    if not no_report:
-        from showcase.report.render import write_run_report
-
-        write_run_report(run_dir)
-    if as_json:
-        print(json.dumps(rating.model_dump(mode="json")))
-    else:
-        Console().print(f"rated {run_dir}: {rating.score:g} / 10 by {rating.who}", markup=False, highlight=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(rate)

@@ -23,7 +23,7 @@ from showcase.io import write_text_atomic
 from showcase.report.load import RunView, flatten, fmt_value, load_run, looks_like_run
 from showcase.report.play import Play, write_play
 from showcase.report.rating import rating_path
-from showcase.run.artefacts import RunLayout
+from showcase.runfolder.artefacts import RunLayout
 from showcase.visible import visible
 
 REPORT_NAME = "report.html"

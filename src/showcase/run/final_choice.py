@@ -1,7 +1,7 @@
 """Which version of the page counts: the final file if it loads without errors, else the last
 version that did; if none did, the final file anyway (the check scores it as it is)."""
 
-from showcase.run.artefacts import FinalCandidate, FinalChoice, VersionRecord
+from showcase.runfolder.artefacts import FinalCandidate, FinalChoice, VersionRecord
 
 
 def _last_seen(record: VersionRecord) -> tuple[float, int]:

@@ -20,13 +20,13 @@ from typing import Callable
 
 
 from showcase import __version__
-from showcase.batch.lock import hold_final_check, release_final_check
 from showcase.errors import InfraError, UserError
+from showcase.host.lock import hold_final_check, release_final_check
+from showcase.host.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
 from showcase.io import append_jsonl, read_jsonl, terminate_torn_line
-from showcase.run.artefacts import RunEvent, RunLayout
 from showcase.run.options import RunOptions
-from showcase.run.shot import ShotFigures, shot_route, write_tools
-from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir, read_tail_at
+from showcase.run.shot import shot_route, write_tools
+from showcase.runfolder.artefacts import RunEvent, RunLayout, ShotFigures
 from showcase.sandbox.base import RUN_LABEL, EngineUnanswered, ExitInfo
 from showcase.task import DEFAULT_OUTPUT_FILE, Task, load_task
 from showcase.visible import visible
@@ -112,7 +112,7 @@ def preflight(opts: RunOptions) -> "RunPlan":
         raise InfraError(f"disk cap: {reason}")
     reason = asyncio.run(probe_upstream(opts.upstream, opts.model, opts.upstream_key, timeout_s=15))
     if reason:
-        from showcase.run.artefacts import redact_text
+        from showcase.runfolder.artefacts import redact_text
 
         raise UserError(redact_text(reason))  # names the upstream (credentials removed) and what is wrong
     return RunPlan(opts=opts, task=task, harness=harness, sampling=sampling, **run_limits(opts, task))
@@ -290,7 +290,7 @@ def execute_run(opts: RunOptions, say: Progress = print) -> Path:
 def write_run_files(plan: RunPlan) -> RunLayout:
     """The run folder and the files that fix what was asked: command, sampling, prompt, tools."""
     from showcase.io import write_json_atomic
-    from showcase.run.artefacts import CommandLine, SamplingFile
+    from showcase.runfolder.artefacts import CommandLine, SamplingFile
 
     opts = plan.opts
     layout = RunLayout(opts.out)
@@ -478,8 +478,8 @@ def _kill_sandbox(sandbox, report: Teardown) -> None:
 
 def monitor_egress(sandbox, report: Teardown, stack: ExitStack) -> None:
     """Who else used the CPU, and what the agent tried to reach outside, while the sandbox ran."""
-    from showcase.run.egress import EgressWatch
-    from showcase.run.monitor import ForeignProcessMonitor
+    from showcase.host.egress import EgressWatch
+    from showcase.host.monitor import ForeignProcessMonitor
 
     egress = EgressWatch.start(_safe(sandbox.host_pid))
 
@@ -677,7 +677,7 @@ def _write_contract(layout, opts: RunOptions, task: Task, harness, sampling: dic
                     limit_s: float, inject_s: float, answer_limit: int) -> None:
     from showcase.browser.launch import chromium_version
     from showcase.check.rubric import load_rubric
-    from showcase.run.artefacts import Contract, ContractLimits, HarnessInfo, ImageInfo, SandboxLimits, ToolVersions
+    from showcase.runfolder.artefacts import Contract, ContractLimits, HarnessInfo, ImageInfo, SandboxLimits, ToolVersions
     from showcase.io import write_json_atomic
     from showcase.sandbox.base import parse_size
     from showcase.sandbox.image import image_digest
@@ -742,7 +742,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
         choice = catch_up.choose()
         chosen = layout.versions_dir / choice.file if choice.file else None
         if chosen is not None:
-            held = hold_final_check(say)  # a batch's runs check one at a time per host (showcase.batch.lock)
+            held = hold_final_check(say)  # a batch's runs check one at a time per host (showcase.host.lock)
             try:
                 score_version(state, chosen, choice.n, npm_dir, say, clip, clip_seconds,
                               beside_clip=catch_up.backlog if early else None)
@@ -767,7 +767,7 @@ def finalize(run_dir: Path, say: Progress = print, npm_dir: Path | None = None, 
 
 def settle_run(run_dir: Path, say: Progress, clock_t0: float | None) -> FinalizeState:
     """Refuse a live run; stop what is left of an interrupted one; leave its folders plain again."""
-    from showcase.run.artefacts import Contract
+    from showcase.runfolder.artefacts import Contract
     from showcase.sandbox.space import RunSpace
 
     layout = RunLayout(run_dir)
@@ -855,7 +855,8 @@ def score_version(state: FinalizeState, chosen: Path, n: int, npm_dir: Path | No
 def run_info(state: FinalizeState, versions, choice, chosen: Path | None):
     """run-info.json: the run's figures from its events, the gate's stats and the contract."""
     from showcase.gate.log import GateStats, stats_from_log
-    from showcase.run.artefacts import ContainerLimits, ForeignProcess, LoadSample, RunInfo
+    from showcase.host.monitor import ForeignProcess, LoadSample
+    from showcase.runfolder.artefacts import ContainerLimits, RunInfo
     from showcase.run.summary import with_summary
     from showcase.run.title import world_title
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
-from showcase.run.untrusted import Refused, _open_regular, _read_upto, open_dir_fd, size_words
+from showcase.host.untrusted import Refused, _open_regular, _read_upto, open_dir_fd, size_words
 
 log = logging.getLogger(__name__)
 

@@ -20,20 +20,17 @@ import itertools
 import json
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import Awaitable, Callable
 
-from pydantic import BaseModel, Field
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-if TYPE_CHECKING:
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
-from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular, write_new
+from showcase.host.untrusted import DEFAULT_PAGE_CAP, Refused, read_regular, write_new
+from showcase.runfolder.artefacts import SHOTS_WAITING, ShotFigures
 from showcase.task import DEFAULT_OUTPUT_FILE
 
 SHOT_PATH = "/_showcase/shot"
-SHOTS_WAITING = 3  # requests that may wait while one is checked; more are answered "busy" at once
 LEFT_POLL_S = 0.5  # how often a waiting request looks whether its caller is still there
 BUSY_EXIT = 3  # shot.sh's exit code for "busy, try again"
 BODY_S = 10.0  # shot.sh sends its few bytes at once: a body slower than this is not waited for
@@ -77,17 +74,6 @@ BUSY_MESSAGE = (f"busy, try again: a shot.sh check is running and {SHOTS_WAITING
 CALLER_GONE = 499  # the status logged for a dropped request (nginx's 'client closed request'): nobody reads it
 
 
-class ShotFigures(BaseModel):
-    """What shot.sh's endpoint did with the requests it got: run-info.json's shot_requests."""
-
-    asked: int = Field(0, ge=0, description="shot.sh requests that reached the host")
-    answered: int = Field(0, ge=0, description="answered with the check's result, or with why the file was not checked")
-    busy: int = Field(0, ge=0, description=f"answered at once with 429 'busy, try again': one check ran and "
-                      f"{SHOTS_WAITING} more waited already")
-    dropped: int = Field(0, ge=0, description="not checked: the caller had gone before its check started "
-                         "(or while it was still sending its request)")
-
-
 def _encodable(name: str) -> bool:
     try:
         name.encode("utf-8")
@@ -118,12 +104,6 @@ def shot_route(work_dir: Path, load_check: LoadCheck, timeout_s: float = 100.0,
     then created in work/shots/ through a folder handle, so a shots/ link leads nowhere.
     figures: counted here as requests come and go (a fresh ShotFigures when not given).
     """
-    # Imported here: run-info's reader needs ShotFigures, and `showcase report`/`schema` must not
-    # load the web stack for it.
-    from starlette.requests import ClientDisconnect
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
     counter = itertools.count(1)
     lock = asyncio.Lock()
     figures = figures if figures is not None else ShotFigures()

@@ -7,7 +7,7 @@ the way and 10 loaded without errors; the last one counts."
 """
 
 from showcase.gate.log import GateStats
-from showcase.run.artefacts import FinalChoice, RunInfo, VersionRecord
+from showcase.runfolder.artefacts import FinalChoice, RunInfo, VersionRecord
 
 _ENDINGS = {
     "done": "",

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from showcase.errors import UserError
-from showcase.run.artefacts import RunLayout, VersionRecord, fold_versions, read_jsonl_models
+from showcase.host.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir_fd, read_file_at, read_regular
 from showcase.io import append_jsonl, terminate_torn_line, write_bytes_atomic
 from showcase.run.page_reader import PageReader, raise_priority
-from showcase.run.untrusted import DEFAULT_PAGE_CAP, Refused, open_dir_fd, read_file_at, read_regular
+from showcase.runfolder.artefacts import RunLayout, VersionRecord, fold_versions, read_jsonl_models
 
 log = logging.getLogger(__name__)
 

@@ -286,7 +286,7 @@ class Sandbox(ABC):
     @abstractmethod
     def host_pid(self) -> int | None:
         """Host pid of the sandbox's first process: its network namespace is the sandbox's
-        (run/egress.py watches it there). None when it is not running or has none on this host."""
+        (host/egress.py watches it there). None when it is not running or has none on this host."""
 
     @classmethod
     def remove_leftovers(cls, label: str = RUN_LABEL) -> list[str]:

@@ -20,10 +20,31 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import psutil
-
-from showcase.run.artefacts import ForeignProcess, LoadSample
+from pydantic import BaseModel, ConfigDict, Field
 
 CMDLINE_CHARS = 120
+
+
+class _Strict(BaseModel):
+    # run-info.json holds these; a typo in a field name fails loudly instead of writing a partial file.
+    model_config = ConfigDict(extra="forbid")
+
+
+class ForeignProcess(_Strict):
+    """A process on the host, not part of this run, that used CPU while the run went."""
+
+    pid: int = Field(description="process id")
+    name: str = Field(description="process name")
+    cmdline: str = Field(description="command line, first 120 characters")
+    peak_cpu_percent: float = Field(description="highest CPU use between two samples, percent of one CPU")
+    cpu_seconds: float = Field(description="CPU seconds it used while the run was being watched")
+
+
+class LoadSample(_Strict):
+    t_s: float = Field(description="seconds since the monitor started")
+    load1: float = Field(description="host 1-minute load average")
+    load5: float = Field(description="host 5-minute load average")
+    load15: float = Field(description="host 15-minute load average")
 
 
 @dataclass

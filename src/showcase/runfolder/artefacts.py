@@ -18,11 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from showcase.check.models import CheckReport
 from showcase.clip.model import ClipResult
 from showcase.gate.log import GateLogLine, GateStats
+from showcase.host.egress import OutsideAttempts
+from showcase.host.monitor import ForeignProcess, LoadSample
 from showcase.io import scan_jsonl, write_text_atomic
-from showcase.run.egress import OutsideAttempts
-from showcase.run.shot import ShotFigures
 
 SCHEMA_VERSION = 1
+SHOTS_WAITING = 3  # shot.sh requests that may wait while one is checked; more are answered "busy" at once
 
 
 @dataclass(frozen=True)
@@ -360,21 +361,15 @@ class ContainerLimits(_Strict):
                                           "peak of its memory cgroup, page cache and tmpfs included); null: not readable")
 
 
-class ForeignProcess(_Strict):
-    """A process on the host, not part of this run, that used CPU while the run went."""
+class ShotFigures(BaseModel):
+    """What shot.sh's endpoint did with the requests it got: run-info.json's shot_requests."""
 
-    pid: int = Field(description="process id")
-    name: str = Field(description="process name")
-    cmdline: str = Field(description="command line, first 120 characters")
-    peak_cpu_percent: float = Field(description="highest CPU use between two samples, percent of one CPU")
-    cpu_seconds: float = Field(description="CPU seconds it used while the run was being watched")
-
-
-class LoadSample(_Strict):
-    t_s: float = Field(description="seconds since the monitor started")
-    load1: float = Field(description="host 1-minute load average")
-    load5: float = Field(description="host 5-minute load average")
-    load15: float = Field(description="host 15-minute load average")
+    asked: int = Field(0, ge=0, description="shot.sh requests that reached the host")
+    answered: int = Field(0, ge=0, description="answered with the check's result, or with why the file was not checked")
+    busy: int = Field(0, ge=0, description=f"answered at once with 429 'busy, try again': one check ran and "
+                      f"{SHOTS_WAITING} more waited already")
+    dropped: int = Field(0, ge=0, description="not checked: the caller had gone before its check started "
+                         "(or while it was still sending its request)")
 
 
 class RunInfo(_Strict):
