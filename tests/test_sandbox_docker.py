@@ -5,7 +5,7 @@ import io
 import json
 import os
 import signal
-import subprocess
+from pathlib import Path
 
 import docker
 import pytest
@@ -126,7 +126,9 @@ def test_an_engine_that_does_not_answer_is_said_and_not_taken_for_the_agents_end
     learn that the engine did not answer, not that the agent ended (nor die of a ReadTimeout)."""
     handle = sandbox.start_process(["sleep", "300"], log_path=tmp_path / "a.log")
     sandbox.client = docker.from_env(timeout=2)  # the 120 s of a run's client, shortened for the test
-    engine = int(subprocess.run(["pgrep", "-o", "-x", "dockerd"], capture_output=True, text=True, check=True).stdout)
+    # the engine that serves the socket, by the pid file it writes (the oldest process named dockerd
+    # may be another engine, or one that died and was never reaped: stopping it stalls nothing)
+    engine = int(Path("/var/run/docker.pid").read_text().strip())
     os.kill(engine, signal.SIGSTOP)  # the engine, stalled
     try:
         with pytest.raises(EngineUnanswered, match="did not answer"):
