@@ -358,11 +358,15 @@
   // scissor test is on (unset, each is the whole buffer). A draw to a framebuffer is measured
   // against the drawing buffer too: a pass at the canvas's size reaches all of it.
   const reachOf = (t, W, H) => {
+    if (t === undefined) return W > 0 && H > 0 ? 1 : 0;
+    return t.vw !== null ? shareIn(t, W, H, t.vx, t.vy, t.vx + t.vw, t.vy + t.vh) : shareIn(t, W, H, 0, 0, W, H);
+  };
+  // The share of a W x H buffer that the rectangle [x0, x1) x [y0, y1) covers within the buffer and,
+  // when the scissor test is on, within the scissor box (a draw's viewport, a blit's destination).
+  const shareIn = (t, W, H, x0, y0, x1, y1) => {
     if (!(W > 0 && H > 0)) return 0;
-    if (t === undefined) return 1;
-    let x0 = 0, y0 = 0, x1 = W, y1 = H;
-    if (t.vw !== null) { x0 = M.max(x0, t.vx); y0 = M.max(y0, t.vy); x1 = M.min(x1, t.vx + t.vw); y1 = M.min(y1, t.vy + t.vh); }
-    if (t.scissor && t.sw !== null) { x0 = M.max(x0, t.sx); y0 = M.max(y0, t.sy); x1 = M.min(x1, t.sx + t.sw); y1 = M.min(y1, t.sy + t.sh); }
+    x0 = M.max(x0, 0); y0 = M.max(y0, 0); x1 = M.min(x1, W); y1 = M.min(y1, H);
+    if (t !== undefined && t.scissor && t.sw !== null) { x0 = M.max(x0, t.sx); y0 = M.max(y0, t.sy); x1 = M.min(x1, t.sx + t.sw); y1 = M.min(y1, t.sy + t.sh); }
     return x1 > x0 && y1 > y0 ? ((x1 - x0) * (y1 - y0)) / (W * H) : 0;
   };
   // A blend leaves the destination as it was when it takes none of the source and all of the
@@ -823,11 +827,9 @@
       if (s.readFb !== null) release(s.readFb, got);
       const W = apply(blitKit.bufW, ctx, []), H = apply(blitKit.bufH, ctx, []);
       const t = apply(wmGet, targets, [ctx]);
-      let x0 = M.max(0, M.min(a[4], a[6])), y0 = M.max(0, M.min(a[5], a[7])), x1 = M.min(W, M.max(a[4], a[6])), y1 = M.min(H, M.max(a[5], a[7]));
-      if (t !== undefined && t.scissor && t.sw !== null) { x0 = M.max(x0, t.sx); y0 = M.max(y0, t.sy); x1 = M.min(x1, t.sx + t.sw); y1 = M.min(y1, t.sy + t.sh); }
-      const share = (a[8] & COLOR_BUFFER_BIT) && x1 > x0 && y1 > y0 && W > 0 && H > 0 ? ((x1 - x0) * (y1 - y0)) / (W * H) : 0;
+      const share = a[8] & COLOR_BUFFER_BIT ? shareIn(t, W, H, M.min(a[4], a[6]), M.min(a[5], a[7]), M.max(a[4], a[6]), M.max(a[5], a[7])) : 0;
       // a few pixels show nothing of a world (as a viewport of a few pixels)
-      const v = got.v * M.min(1, share), seen = share * W * H >= TINY_PIXELS;
+      const v = got.v * share, seen = share * W * H >= TINY_PIXELS;
       const parts = seen ? got.parts : 0, tris = seen ? got.tris : 0;
       if (s.drawFb !== null) { if (v > 0 || parts > 0) hold(s.drawFb, v, parts, tris); }
       else if (v > 0 || parts > 0) { const cid = apply(wmGet, canvasIds, [ctx]); if (cid !== undefined) shown(sc.cur, entryOf(sc.cur, cid), v, parts, tris); }

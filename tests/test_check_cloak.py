@@ -9,7 +9,7 @@ import pytest
 
 from showcase.check.models import CheckReport
 
-from checked import check_pages, item
+from checked import check_pages, item, points
 
 CLOAKS = ["cloak_webdriver", "cloak_native"]
 
@@ -25,4 +25,4 @@ def test_a_page_shows_the_check_what_it_shows_a_person(scored, page):
     assert not item(twin, "4").passed, item(twin, "4").reason
     assert not item(report, "4").passed, item(report, "4").reason
     assert item(report, "6a").figures["canvas"]["triangles_per_frame"] == 0, item(report, "6a").figures
-    assert report.total == twin.total, ([(i.id, i.points) for i in report.items], [(i.id, i.points) for i in twin.items])
+    assert report.total == twin.total, (points(report), points(twin))
